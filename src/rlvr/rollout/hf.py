@@ -1,0 +1,180 @@
+"""A batched sampler on a plain HF causal LM with a KV cache (the CPU default).
+
+Why not ``model.generate``?  We need per-token log-probs of the sampled tokens
+without materialising scores for every vocabulary entry at every step, we want to
+prefill each prompt once and share it across its group of ``n`` samples
+(``batch_repeat_interleave`` on the cache), we drop finished rows from the batch
+so short answers stop costing compute, and we append to a pre-allocated KV cache
+(``kv_cache.PreallocatedCache``) instead of re-concatenating it every step.  The loop is:
+
+    prefill(unique prompts) -> repeat cache n times -> for each step:
+        logits / T -> (top-p) -> sample -> log-prob -> append -> drop finished rows
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from rlvr.rollout.base import SamplingParams
+from rlvr.rollout.kv_cache import PreallocatedCache
+from rlvr.types import Problem, Sample
+
+__all__ = ["HFEngine", "format_prompt"]
+
+
+def format_prompt(tokenizer, problem: Problem, system_prompt: str | None = None) -> list[int]:
+    """Token ids of a problem rendered with the tokenizer's chat template (generation prompt added)."""
+    messages = problem.to_messages(system_prompt)
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+    # No chat template (base models): plain concatenation of the contents.
+    text = "\n\n".join(m["content"] for m in messages) + "\n"
+    return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Set logits outside the smallest set with cumulative probability >= top_p to -inf."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, sorted_idx = torch.sort(logits, descending=True, dim=-1)
+    cum = sorted_logits.softmax(-1).cumsum(-1)
+    remove = cum - sorted_logits.softmax(-1) > top_p  # keep the token that crosses top_p
+    sorted_logits = sorted_logits.masked_fill(remove, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
+
+
+class HFEngine:
+    """Sample completions from an in-process HF model.
+
+    Args:
+        model: a ``transformers`` causal LM (shared with the learner on CPU, so
+            ``sync_weights`` is a no-op unless another model is passed).
+        tokenizer: its tokenizer (chat template used for prompts).
+        batch_size: max sequences decoded together (prompts x n are chunked).
+        system_prompt: optional system message prepended to every problem.
+    """
+
+    def __init__(self, model, tokenizer, *, batch_size: int = 64, system_prompt: str | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.system_prompt = system_prompt
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(0)
+        eos = getattr(model.generation_config, "eos_token_id", None) or tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+        self.eos_ids.add(tokenizer.eos_token_id)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def sync_weights(self, model) -> None:
+        """Use ``model`` for sampling from now on (in-process: share the module)."""
+        self.model = model
+
+    # ------------------------------------------------------------------ public
+    @torch.inference_mode()
+    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]:
+        if params.seed is not None:
+            self.generator.manual_seed(params.seed)
+        prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
+        out: list[list[Sample]] = [[] for _ in problems]
+        # Chunk by prompts so that each chunk decodes at most batch_size rows.
+        per_chunk = max(1, self.batch_size // params.n)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(problems), per_chunk):
+                idx = list(range(start, min(start + per_chunk, len(problems))))
+                rows = self._generate_chunk([prompts[i] for i in idx], params)
+                for j, i in enumerate(idx):
+                    for g in range(params.n):
+                        ids, lps, reason = rows[j * params.n + g]
+                        out[i].append(self._to_sample(problems[i].id, prompts[i], ids, lps, reason, g, params))
+        finally:
+            self.model.train(was_training)
+        return out
+
+    # ----------------------------------------------------------------- private
+    def _to_sample(self, pid, prompt_ids, ids, lps, reason, g, params) -> Sample:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        for s in params.stop:
+            cut = text.find(s)
+            if cut != -1:
+                text = text[: cut + len(s)]
+        return Sample(pid, list(prompt_ids), ids, lps, text, reason, g)
+
+    def _hit_stop(self, ids: list[int], stop: Sequence[str]) -> bool:
+        tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=True)
+        return any(s in tail for s in stop)
+
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams):
+        model, n = self.model, params.n
+        device = next(model.parameters()).device
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding
+            input_ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        input_ids, mask = input_ids.to(device), mask.to(device)
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+
+        cache = PreallocatedCache(model.config.get_text_config().num_hidden_layers, width + params.max_new_tokens)
+        out = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
+                    past_key_values=cache, logits_to_keep=1)
+        cache = out.past_key_values
+        logits = out.logits[:, -1, :].float()
+        if n > 1:  # share the prefill across the group
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, dim=0)
+            mask = mask.repeat_interleave(n, dim=0)
+            position_ids = position_ids.repeat_interleave(n, dim=0)
+        B = logits.shape[0]
+        next_pos = position_ids[:, -1:] + 1
+
+        tokens: list[list[int]] = [[] for _ in range(B)]
+        logps: list[list[float]] = [[] for _ in range(B)]
+        reasons = ["length"] * B
+        active = torch.arange(B)  # original row index of each live row
+
+        for step in range(params.max_new_tokens):
+            if params.temperature == 0:
+                lp_all = torch.log_softmax(logits, -1)
+                tok = lp_all.argmax(-1)
+            else:
+                scaled = logits / params.temperature
+                lp_all = torch.log_softmax(scaled, -1)
+                if params.top_p < 1.0:
+                    probs = _top_p_filter(scaled, params.top_p).softmax(-1)
+                else:
+                    probs = lp_all.exp()
+                tok = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            lp = lp_all.gather(-1, tok[:, None]).squeeze(-1)
+
+            keep = []
+            for r, (row, t, l) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
+                tokens[row].append(t)
+                logps[row].append(l)
+                if t in self.eos_ids or (params.stop and self._hit_stop(tokens[row], params.stop)):
+                    reasons[row] = "stop"
+                else:
+                    keep.append(r)
+            if not keep or step == params.max_new_tokens - 1:
+                break
+            tok = tok.to(device)
+            if len(keep) < len(active):  # drop finished rows from the batch and the cache
+                keep_t = torch.tensor(keep, device=device)
+                cache.batch_select_indices(keep_t)
+                active, tok, mask, next_pos = active[keep_t.cpu()], tok[keep_t], mask[keep_t], next_pos[keep_t]
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
+                        past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            logits = out.logits[:, -1, :].float()
+            next_pos = next_pos + 1
+        return list(zip(tokens, logps, reasons))
+

@@ -1,0 +1,43 @@
+"""Where problems come from: JSON-lines files, the bundled benchmarks, generated arithmetic.
+
+Every source returns a list of :class:`rlvr.types.Problem`.
+"""
+
+from rlvr.tasks.arithmetic import (
+    DEFAULT_TEMPLATE,
+    ArithmeticSpec,
+    arithmetic_split,
+    evaluate_expression,
+    format_expression,
+    make_arithmetic_problem,
+)
+from rlvr.tasks.benchmarks import (
+    BENCHMARKS,
+    find_data_dir,
+    load_aime24,
+    load_amc23,
+    load_benchmark,
+    load_gsm8k,
+    load_math500,
+)
+from rlvr.tasks.jsonl import DatasetError, load_jsonl_problems, read_jsonl, write_jsonl
+
+__all__ = [
+    "DatasetError",
+    "read_jsonl",
+    "write_jsonl",
+    "load_jsonl_problems",
+    "BENCHMARKS",
+    "find_data_dir",
+    "load_gsm8k",
+    "load_math500",
+    "load_aime24",
+    "load_amc23",
+    "load_benchmark",
+    "DEFAULT_TEMPLATE",
+    "ArithmeticSpec",
+    "evaluate_expression",
+    "format_expression",
+    "make_arithmetic_problem",
+    "arithmetic_split",
+]

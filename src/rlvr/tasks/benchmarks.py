@@ -1,0 +1,233 @@
+"""Loaders for the bundled math benchmarks (GSM8K, MATH-500, AIME 2024, AMC 2023).
+
+The files live in a shared data directory (see ``shared/data/README.md``), found as:
+
+1. the ``RLVR_DATA_DIR`` environment variable, when set;
+2. otherwise the first ``shared/data`` directory found next to the current working
+   directory or one of its parents, then next to this file or one of its parents
+   (for a checkout at ``<work>/main`` that is ``<work>/shared/data``).
+
+Every loader also takes an explicit ``path`` (the file itself, or a directory
+holding it), which bypasses the search.  Reference answers are normalised so
+that a plain string comparison or the ``numeric`` verifier can use them:
+
+- GSM8K: the number after ``####``, thousands separators removed ("1,600" -> "1600").
+- MATH-500: the ``answer`` field as it is (LaTeX).
+- AIME 2024: integers without leading zeros ("025" -> "25").
+- AMC 2023: floats written without a needless ".0" (27.0 -> "27").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Callable
+
+from rlvr.tasks.jsonl import DatasetError, _require, _where, read_jsonl
+from rlvr.types import Problem
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "BENCHMARKS",
+    "find_data_dir",
+    "load_gsm8k",
+    "load_math500",
+    "load_aime24",
+    "load_amc23",
+    "load_benchmark",
+]
+
+DATA_DIR_ENV = "RLVR_DATA_DIR"
+"""Environment variable naming the benchmark data directory."""
+
+
+def _search_roots() -> list[Path]:
+    roots: list[Path] = []
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for d in (start, *start.parents):
+            if d not in roots:
+                roots.append(d)
+    return roots
+
+
+def find_data_dir() -> Path:
+    """The benchmark data directory (``$RLVR_DATA_DIR`` or a ``shared/data`` found upwards).
+
+    Raises:
+        DatasetError: ``$RLVR_DATA_DIR`` is set but is not a directory, or no
+            ``shared/data`` directory was found; the message lists the places tried.
+    """
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        d = Path(env).expanduser()
+        if not d.is_dir():
+            raise DatasetError(f"${DATA_DIR_ENV} is set to {env!r}, which is not a directory")
+        return d
+    tried = []
+    for root in _search_roots():
+        candidate = root / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+        tried.append(str(candidate))
+    raise DatasetError(
+        "benchmark data directory not found: set $" + DATA_DIR_ENV + " to the directory holding "
+        "gsm8k_test.jsonl etc., or pass path=...; looked for shared/data at:\n  " + "\n  ".join(tried))
+
+
+def _resolve(path: str | os.PathLike | None, filename: str) -> Path:
+    """The file to read: ``path`` itself, ``path/filename`` for a directory, or the default."""
+    if path is None:
+        return find_data_dir() / filename
+    p = Path(path).expanduser()
+    return p / filename if p.is_dir() else p
+
+
+def _load(path: Path, build: Callable[[int, dict[str, Any]], Problem], limit: int | None) -> list[Problem]:
+    """Build one Problem per record with ``build(line_no, record)``; ids must be unique."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    if limit == 0:
+        return problems
+    with closing(read_jsonl(path)) as records:
+        for line_no, rec in records:
+            prob = build(line_no, rec)
+            if prob.id in seen:
+                raise DatasetError(f"{_where(path, line_no)}: duplicate id {prob.id!r} "
+                                   f"(first seen on line {seen[prob.id]})")
+            seen[prob.id] = line_no
+            problems.append(prob)
+            if limit is not None and len(problems) >= limit:
+                break
+    return problems
+
+
+def _str_field(rec: dict[str, Any], field: str, path: Path, line_no: int) -> str:
+    value = _require(rec, field, path, line_no)
+    if not isinstance(value, str):
+        raise DatasetError(f"{_where(path, line_no)}: field {field!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def gsm8k_answer(solution: str) -> str:
+    """The reference number of a GSM8K solution: the text after ``####``, commas removed.
+
+    Raises ValueError when the solution has no ``####`` or nothing after it.
+    """
+    if "####" not in solution:
+        raise ValueError("GSM8K solution has no '####' line")
+    answer = solution.rsplit("####", 1)[1].strip().replace(",", "")
+    if not answer:
+        raise ValueError("GSM8K solution has nothing after '####'")
+    return answer
+
+
+def _number_to_str(value: Any) -> str:
+    """27.0 -> "27", 2.5 -> "2.5", "025" -> "25"; other strings unchanged."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return str(int(value))
+        return repr(value)
+    s = str(value).strip()
+    if s.lstrip("-").isdigit():
+        return str(int(s))
+    return s
+
+
+def load_gsm8k(path: str | os.PathLike | None = None, split: str = "test", limit: int | None = None) -> list[Problem]:
+    """GSM8K grade-school word problems (1319 test, 7473 train).
+
+    Prompt: the question.  Answer: the number after ``####`` without commas.
+    Metadata: ``solution`` (the full worked solution).  Ids: ``gsm8k_<split>-<line>``.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"GSM8K split must be 'train' or 'test', got {split!r}")
+    file = _resolve(path, f"gsm8k_{split}.jsonl")
+
+    def build(line_no: int, rec: dict[str, Any]) -> Problem:
+        question = _str_field(rec, "question", file, line_no)
+        solution = _str_field(rec, "answer", file, line_no)
+        try:
+            answer = gsm8k_answer(solution)
+        except ValueError as e:
+            raise DatasetError(f"{_where(file, line_no)}: {e}") from e
+        return Problem(id=f"gsm8k_{split}-{line_no}", prompt=question, answer=answer,
+                       metadata={"solution": solution})
+
+    return _load(file, build, limit)
+
+
+def load_math500(path: str | os.PathLike | None = None, limit: int | None = None) -> list[Problem]:
+    """MATH-500 competition problems (500, LaTeX answers).
+
+    Prompt: the problem.  Answer: the ``answer`` field.  Metadata: ``subject``,
+    ``level``, ``unique_id``, ``solution``.  Ids: the ``unique_id`` (e.g.
+    ``test/precalculus/807.json``).
+    """
+    file = _resolve(path, "math500_test.jsonl")
+
+    def build(line_no: int, rec: dict[str, Any]) -> Problem:
+        problem = _str_field(rec, "problem", file, line_no)
+        answer = _require(rec, "answer", file, line_no)
+        if not isinstance(answer, str):
+            answer = _number_to_str(answer)
+        unique_id = str(_require(rec, "unique_id", file, line_no))
+        metadata = {k: rec.get(k) for k in ("subject", "level", "unique_id", "solution")}
+        return Problem(id=unique_id, prompt=problem, answer=answer, metadata=metadata)
+
+    return _load(file, build, limit)
+
+
+def _load_competition(name: str, filename: str, path: str | os.PathLike | None,
+                      limit: int | None) -> list[Problem]:
+    file = _resolve(path, filename)
+
+    def build(line_no: int, rec: dict[str, Any]) -> Problem:
+        problem = _str_field(rec, "problem", file, line_no)
+        answer = _number_to_str(_require(rec, "answer", file, line_no))
+        source_id = rec.get("id", line_no)
+        metadata = {k: rec[k] for k in ("solution", "url") if k in rec}
+        metadata["source_id"] = source_id
+        return Problem(id=f"{name}-{source_id}", prompt=problem, answer=answer, metadata=metadata)
+
+    return _load(file, build, limit)
+
+
+def load_aime24(path: str | os.PathLike | None = None, limit: int | None = None) -> list[Problem]:
+    """AIME 2024 (30 problems, integer answers 0-999 written without leading zeros).
+
+    Metadata: ``solution``, ``url``, ``source_id`` (the file's ``id``).  Ids: ``aime24-<id>``.
+    """
+    return _load_competition("aime24", "aime24_test.jsonl", path, limit)
+
+
+def load_amc23(path: str | os.PathLike | None = None, limit: int | None = None) -> list[Problem]:
+    """AMC 2023 (40 problems; float answers such as 27.0 become "27").
+
+    Metadata: ``url``, ``source_id`` (the file's ``id``).  Ids: ``amc23-<id>``.
+    """
+    return _load_competition("amc23", "amc23_test.jsonl", path, limit)
+
+
+BENCHMARKS: dict[str, Callable[..., list[Problem]]] = {
+    "gsm8k": load_gsm8k,
+    "math500": load_math500,
+    "aime24": load_aime24,
+    "amc23": load_amc23,
+}
+"""Benchmark name -> loader taking ``(path=None, limit=None)`` (GSM8K: its test split)."""
+
+
+def load_benchmark(name: str, path: str | os.PathLike | None = None, limit: int | None = None) -> list[Problem]:
+    """Load a benchmark by its name in :data:`BENCHMARKS` (unknown names list the known ones)."""
+    loader = BENCHMARKS.get(name.lower()) if isinstance(name, str) else None
+    if loader is None:
+        raise ValueError(f"unknown benchmark {name!r}; known benchmarks: {', '.join(sorted(BENCHMARKS))}")
+    return loader(path=path, limit=limit)

@@ -1,0 +1,120 @@
+"""Resumable checkpoints: weights (safetensors), optimizer, scheduler, RNG states, data position.
+
+A checkpoint is a directory ``<output_dir>/checkpoints/step-000010/``::
+
+    model/              save_pretrained output (safetensors) + tokenizer
+    optimizer.pt        optimizer and LR-scheduler state dicts
+    state.pt            step, data position, RNG states, anything the loop adds
+    DONE                written last: a directory without it is incomplete
+
+It is written to a temporary directory and renamed, so a run killed while
+saving leaves the previous checkpoint intact; ``latest_checkpoint`` ignores
+directories without ``DONE``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def rng_state(generator: torch.Generator | None = None) -> dict[str, Any]:
+    """Snapshot of every RNG the loop uses."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if generator is not None:
+        state["generator"] = generator.get_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], generator: torch.Generator | None = None) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if generator is not None and "generator" in state:
+        generator.set_state(state["generator"])
+
+
+def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimizer, scheduler,
+                    state: dict[str, Any], keep: int = 2) -> Path:
+    """Write a complete checkpoint atomically and prune all but the newest ``keep``."""
+    root = Path(output_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:06d}-", dir=root))
+    try:
+        model.save_pretrained(tmp / "model", safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp / "model")
+        torch.save({"optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None},
+                   tmp / "optimizer.pt")
+        torch.save({"step": step, **state}, tmp / "state.pt")
+        (tmp / "DONE").write_text(str(step))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if keep > 0:
+        for old in _complete_checkpoints(root)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _complete_checkpoints(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if (m := _STEP_DIR.match(p.name)) and (p / "DONE").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """Newest complete checkpoint under ``output_dir/checkpoints``, or None."""
+    done = _complete_checkpoints(Path(output_dir) / "checkpoints")
+    return done[-1] if done else None
+
+
+def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None) -> dict[str, Any]:
+    """Load weights (in place), optimizer and scheduler state; return the saved loop state."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / "DONE").is_file():
+        raise FileNotFoundError(f"{path} is not a complete rlvr checkpoint (no DONE marker)")
+    weights = {}
+    for f in sorted((path / "model").glob("*.safetensors")):
+        weights.update(load_file(f))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    # Tied embeddings are saved once; anything else missing is an error.
+    missing = [k for k in missing if k not in _tied_keys(model)]
+    if missing or unexpected:
+        raise RuntimeError(f"checkpoint {path} does not match the model: missing={missing[:5]} "
+                           f"unexpected={unexpected[:5]}")
+    if model.config.tie_word_embeddings:
+        model.tie_weights()
+    opt = torch.load(path / "optimizer.pt", weights_only=False)
+    if optimizer is not None:
+        optimizer.load_state_dict(opt["optimizer"])
+    if scheduler is not None and opt.get("scheduler") is not None:
+        scheduler.load_state_dict(opt["scheduler"])
+    return torch.load(path / "state.pt", weights_only=False)
+
+
+def _tied_keys(model) -> set[str]:
+    if getattr(model.config, "tie_word_embeddings", False):
+        return {"lm_head.weight"}
+    return set()

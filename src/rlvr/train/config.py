@@ -1,0 +1,136 @@
+"""The typed configuration tree of ``rlvr train`` / ``rlvr eval``.
+
+Every field has a default and a one-line doc (shown by ``rlvr train --help``);
+load from YAML and override with dotted keys, e.g. ``train.steps=20``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rlvr.config import option
+
+__all__ = [
+    "ModelConfig",
+    "TaskConfig",
+    "RolloutConfig",
+    "AlgorithmConfig",
+    "RewardConfig",
+    "TrainConfig",
+    "EvalConfig",
+    "RunConfig",
+]
+
+
+@dataclass
+class ModelConfig:
+    name: str = option("smollm2-135m-instruct", "bundled model name, HF directory, rlvr checkpoint, or hub id")
+    dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
+    cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
+
+
+@dataclass
+class TaskConfig:
+    name: Literal["arithmetic", "gsm8k", "math500", "aime24", "amc23", "jsonl"] = option(
+        "arithmetic", "which task supplies training and held-out problems")
+    path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")
+    prompt_field: str = option("prompt", "jsonl task: field holding the prompt")
+    answer_field: str = option("answer", "jsonl task: field holding the reference answer")
+    template: str = option("What is {expression}? Put the final answer in \\boxed{{}}.",
+                           "arithmetic task: prompt template with {expression}")
+    num_operands: int = option(2, "arithmetic task: operands per expression")
+    min_value: int = option(1, "arithmetic task: smallest operand")
+    max_value: int = option(50, "arithmetic task: largest operand")
+    operators: list[str] = option(None, "arithmetic task: operators drawn from + - *", default_factory=lambda: ["+"])
+    num_train: int = option(2000, "arithmetic task: training problems")
+    num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)")
+    system_prompt: str | None = option(None, "system message for every prompt (None: the chat template's default)")
+    seed: int = option(0, "seed of the problem generator and split")
+
+
+@dataclass
+class RolloutConfig:
+    group_size: int = option(8, "completions sampled per prompt (G)")
+    max_new_tokens: int = option(64, "cap on generated tokens per completion")
+    temperature: float = option(1.0, "sampling temperature during training")
+    top_p: float = option(1.0, "nucleus sampling mass during training")
+    batch_size: int = option(64, "sequences decoded together by the engine")
+    engine: Literal["hf"] = option("hf", "rollout engine (hf on CPU; vllm arrives with the gpu extra)")
+
+
+@dataclass
+class AlgorithmConfig:
+    advantage: Literal["grpo", "drgrpo"] = option("grpo", "advantage estimator")
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
+    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
+    kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
+    kl_estimator: Literal["k1", "k2", "k3"] = option("k3", "per-token KL estimator (Schulman 2020)")
+    loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
+        "token_mean", "how per-token losses are averaged")
+    ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
+    skip_zero_advantage: bool = option(
+        True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef is 0)")
+
+
+@dataclass
+class RewardConfig:
+    verifier: str = option("numeric", "registered verifier name scoring each completion")
+    correct_reward: float = option(1.0, "reward when the verifier accepts")
+    wrong_reward: float = option(0.0, "reward when the verifier rejects")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
+    prompts_per_step: int = option(8, "distinct prompts per step")
+    micro_batch_size: int = option(16, "sequences per forward/backward pass (gradient accumulation)")
+    lr: float = option(2e-5, "peak learning rate (AdamW)")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    betas: list[float] = option(None, "AdamW betas", default_factory=lambda: [0.9, 0.99])
+    warmup_steps: int = option(2, "linear warm-up steps")
+    schedule: Literal["constant", "cosine", "linear"] = option("constant", "LR schedule after warm-up")
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
+    seed: int = option(0, "seed for sampling, data order and initialisation")
+    output_dir: str = option("runs/default", "where metrics, checkpoints and eval results are written")
+    save_every: int = option(10, "checkpoint every N steps (0: only at the end and on interrupt)")
+    keep_checkpoints: int = option(2, "how many recent checkpoints to keep")
+    resume: bool = option(False, "continue from the latest checkpoint in output_dir")
+    threads: int = option(0, "torch CPU threads (0: torch's default)")
+    progress: bool = option(True, "show a live progress bar")
+
+
+@dataclass
+class EvalConfig:
+    num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)")
+    n: int = option(1, "samples per problem")
+    temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)")
+    max_new_tokens: int = option(64, "cap on generated tokens at evaluation")
+    before_training: bool = option(True, "evaluate the initial policy before training")
+    after_training: bool = option(True, "evaluate the trained policy after training")
+    extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
+                                             default_factory=list)
+    seed: int = option(1234, "sampling seed for evaluation")
+
+
+@dataclass
+class RunConfig:
+    """Top-level config: one section per stage of the loop."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def validate(self) -> None:
+        if self.train.steps < 0:
+            raise ValueError("train.steps must be >= 0")
+        if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
+            raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
+        if self.rollout.group_size < 2 and self.algorithm.advantage in ("grpo", "drgrpo"):
+            raise ValueError("group advantages need rollout.group_size >= 2")
+        if self.algorithm.kl_coef < 0:
+            raise ValueError("algorithm.kl_coef must be >= 0")

@@ -1,0 +1,326 @@
+"""The GRPO recipe, readable top to bottom (in the spirit of CleanRL / torchtune).
+
+One step:
+    prompts  = sampler.next(P)                       # resumable data order
+    groups   = engine.generate(prompts, n=G)         # token ids + sampler log-probs
+    rewards  = verifier(completion, answer)          # one scalar per completion
+    adv      = advantage_estimator(rewards, G)       # e.g. group-normalised (GRPO)
+    loss     = PPO-clip(logp_new / logp_old, adv) [+ kl_coef * KL(pi || ref)]
+    optimizer step (grad accumulation over micro-batches, clipping, LR schedule)
+
+``logp_old`` is the learner's own log-prob from the first pass over the batch
+(detached), so the first PPO epoch has ratio exactly 1 and later epochs reuse it:
+no extra forward pass is spent on it.  The sampler's log-probs are compared with
+it every step (``logprob_mismatch``), the signal that off-policy corrections need.  Sequences whose
+advantage is exactly 0 contribute no policy gradient, so with no KL term they are
+skipped by the learner (``algorithm.skip_zero_advantage``) while the loss
+normaliser still counts them: the gradient is unchanged, the work is not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss
+from rlvr.config import save_config
+from rlvr.evaluate.accuracy import evaluate_accuracy
+from rlvr.models import load_policy
+from rlvr.rollout import HFEngine, SamplingParams
+from rlvr.train.batching import collate, completion_start, policy_logprobs
+from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlvr.train.config import RunConfig
+from rlvr.train.data import PromptSampler, build_task
+from rlvr.train.metrics import MetricsLogger
+from rlvr.types import Batch, Problem
+from rlvr.verifiers import get_verifier, safe_verify
+
+__all__ = ["train", "update_policy", "make_scheduler", "TrainingInterrupted"]
+
+log = logging.getLogger(__name__)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised after Ctrl-C once a checkpoint has been written."""
+
+
+# --------------------------------------------------------------------------- setup
+def make_scheduler(optimizer, cfg: RunConfig):
+    """Linear warm-up, then constant / cosine / linear decay to 0 at ``train.steps``."""
+    warm, total, kind = cfg.train.warmup_steps, max(cfg.train.steps, 1), cfg.train.schedule
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        if kind == "constant":
+            return 1.0
+        frac = min(1.0, (step - warm) / max(1, total - warm))
+        return 0.5 * (1 + math.cos(math.pi * frac)) if kind == "cosine" else 1.0 - frac
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@contextmanager
+def _deferred_interrupts():
+    """Inside this block Ctrl-C is remembered and raised when the block ends.
+
+    Used around the optimizer update so an interrupt never leaves half-updated
+    weights; outside it, Ctrl-C raises at once (weights are then those of the
+    last finished step, which is what gets checkpointed).
+    """
+    pending = []
+    previous = signal.getsignal(signal.SIGINT)
+    installed = False
+    try:
+        signal.signal(signal.SIGINT, lambda *_: pending.append(True))
+        installed = True
+    except ValueError:  # not in the main thread: cannot install handlers
+        pass
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+
+# --------------------------------------------------------------------------- learner
+def _sub_batch(batch: Batch, rows: torch.Tensor) -> tuple[Batch, int]:
+    """Rows of a batch with all-padding columns trimmed; returns (batch, completion start)."""
+    am = batch.attention_mask[rows]
+    used = am.any(0).nonzero()
+    lo, hi = int(used[0]), int(used[-1]) + 1
+    sub = Batch(batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
+                batch.old_logprobs[rows, lo:hi], batch.advantages[rows],
+                None if batch.ref_logprobs is None else batch.ref_logprobs[rows, lo:hi])
+    return sub, completion_start(sub)
+
+
+def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None) -> dict[str, float]:
+    """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
+
+    Gradients are accumulated over micro-batches with weights chosen so the sum
+    equals the loss aggregated over the whole batch (token-mean: tokens in the
+    micro-batch / tokens in the batch; sequence means: sequences / sequences).
+    """
+    alg, tcfg = cfg.algorithm, cfg.train
+    B = batch.input_ids.shape[0]
+    total_tokens = batch.completion_mask.sum().clamp(min=1)
+    rows = torch.arange(B)
+    if alg.skip_zero_advantage and alg.kl_coef == 0:
+        rows = rows[batch.advantages != 0]
+    sums: dict[str, float] = {}
+    weight_total = 0.0
+    grad_norm = 0.0
+    model.train()
+    old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
+    for epoch in range(alg.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size)):
+            mb, start = _sub_batch(batch, chunk)
+            logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                        cfg.rollout.temperature, with_entropy=True)
+            mask = mb.completion_mask[:, start:]
+            if epoch == 0:
+                old_logps[ci] = logp.detach()
+                mismatch = ((logp.detach() - mb.old_logprobs[:, start:]).abs() * mask).sum()
+                sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch)
+            ref_logp = None
+            if alg.kl_coef > 0:
+                with torch.no_grad():
+                    ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
+                                                  cfg.rollout.temperature)
+            loss, m = grpo_loss(logp, old_logps[ci], mb.advantages, mask, ref_logp=ref_logp,
+                                kl_coef=alg.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
+                                clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens)
+            w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
+            (loss * w).backward()
+            n_tok = float(mask.sum())
+            m = {k: float(v) for k, v in m.items()}
+            m["entropy"] = float((ent * mask).sum() / mask.sum().clamp(min=1))
+            m["loss"] = float(loss)
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v * n_tok
+            weight_total += n_tok
+        if len(rows):
+            params = [p for p in model.parameters() if p.grad is not None]
+            if tcfg.max_grad_norm > 0:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, tcfg.max_grad_norm))
+            else:
+                grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+            optimizer.step()
+    out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
+    if weight_total:  # mismatch was summed over first-epoch tokens only
+        out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
+    out.update({"grad_norm": grad_norm, "learner_seqs": int(len(rows)), "learner_tokens": int(weight_total)})
+    return out
+
+
+# --------------------------------------------------------------------------- eval
+def _evaluate(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: str, out_dir: Path) -> dict:
+    ecfg = cfg.eval
+    probs = problems[: ecfg.num_problems]
+    results = {"greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}": evaluate_accuracy(
+        engine, probs, verifier, n=ecfg.n, temperature=ecfg.temperature,
+        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)}
+    for t in ecfg.extra_temperatures:
+        results[f"T={t}"] = evaluate_accuracy(engine, probs, verifier, n=ecfg.n, temperature=t,
+                                              max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)
+    (out_dir / f"eval_{tag}.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+def _fmt_eval(results: dict) -> str:
+    return "  ".join(f"{k}: {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] (n={r['n']})"
+                     for k, r in results.items())
+
+
+# --------------------------------------------------------------------------- loop
+def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
+          verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Run GRPO as configured; returns a summary (final metrics, eval results, paths).
+
+    ``model``/``tokenizer``/``problems``/``verifier`` may be injected (tests build
+    tiny models in memory); otherwise they come from ``cfg``.
+    """
+    tcfg = cfg.train
+    out_dir = Path(tcfg.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if tcfg.threads:
+        torch.set_num_threads(tcfg.threads)
+    torch.manual_seed(tcfg.seed)
+
+    if model is None:
+        model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+    ref_model = None
+    if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
+        import copy
+
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    train_problems, heldout = problems if problems is not None else build_task(cfg.task)
+    verifier = verifier or get_verifier(cfg.reward.verifier)
+    estimator = get_advantage_estimator(cfg.algorithm.advantage)
+    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt)
+    engine.generator.manual_seed(tcfg.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, betas=tuple(tcfg.betas),
+                                  weight_decay=tcfg.weight_decay)
+    scheduler = make_scheduler(optimizer, cfg)
+    sampler = PromptSampler(train_problems, seed=tcfg.seed)
+
+    start_step = 0
+    if tcfg.resume:
+        ckpt = latest_checkpoint(out_dir)
+        if ckpt is None:
+            log.warning("train.resume=true but no checkpoint in %s: starting from scratch", out_dir)
+        else:
+            state = load_checkpoint(ckpt, model, optimizer, scheduler)
+            start_step, sampler.position = state["step"], state["data_position"]
+            set_rng_state(state["rng"], engine.generator)
+            print(f"resumed from {ckpt} (step {start_step})")
+    save_config(cfg, out_dir / "config.yaml")
+    metrics_log = MetricsLogger(out_dir, resume_from_step=start_step if tcfg.resume else None)
+
+    summary: dict[str, Any] = {"output_dir": str(out_dir)}
+    if cfg.eval.before_training and heldout and not (out_dir / "eval_before.json").exists():
+        before = _evaluate(engine, heldout, verifier, cfg, "before", out_dir)
+        print("held-out accuracy before training: " + _fmt_eval(before))
+    if (out_dir / "eval_before.json").exists():
+        summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+
+    def checkpoint(step: int) -> Path:
+        return save_checkpoint(out_dir, step, model, tokenizer, optimizer, scheduler,
+                               {"data_position": sampler.position, "rng": rng_state(engine.generator)},
+                               keep=tcfg.keep_checkpoints)
+
+    params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
+                            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    bar = None
+    if tcfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=tcfg.steps, initial=start_step, desc="GRPO", unit="step", dynamic_ncols=True)
+    step, row = start_step, {}
+    try:
+        for step in range(start_step, tcfg.steps):
+            t0 = time.perf_counter()
+            # snapshot so that an interrupt during rollouts checkpoints the pre-step state exactly
+            pre_state = (sampler.position, rng_state(engine.generator))
+            batch_problems = sampler.next(tcfg.prompts_per_step)
+            groups = engine.generate(batch_problems, params)
+            t_gen = time.perf_counter() - t0
+
+            samples = [s for g in groups for s in g]
+            answers = [p.answer for p, g in zip(batch_problems, groups) for _ in g]
+            verdicts = [safe_verify(verifier, s.text, a) for s, a in zip(samples, answers)]
+            rewards = torch.tensor([cfg.reward.correct_reward if v.correct else cfg.reward.wrong_reward
+                                    for v in verdicts])
+            advantages = estimator(rewards, cfg.rollout.group_size)
+            batch = collate(samples, advantages, engine.pad_id)
+            t_ver = time.perf_counter() - t0 - t_gen
+
+            with _deferred_interrupts():
+                learn = update_policy(model, optimizer, batch, cfg, ref_model)
+                scheduler.step()
+                pre_state = None
+            t_step = time.perf_counter() - t0
+            gen_tokens = sum(s.num_tokens for s in samples)
+            row = {
+                "step": step + 1,
+                "reward_mean": float(rewards.mean()),
+                "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+                "accuracy": sum(v.correct for v in verdicts) / len(verdicts),
+                "response_length": gen_tokens / len(samples),
+                "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
+                "zero_variance_groups": float(group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
+                "lr": scheduler.get_last_lr()[0],
+                **learn,
+                "tokens_per_s": gen_tokens / max(t_gen, 1e-9),
+                "gen_time": t_gen, "verify_time": t_ver, "learn_time": t_step - t_gen - t_ver,
+                "step_time": t_step,
+            }
+            metrics_log.log(row)
+            if on_step is not None:
+                on_step(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['response_length']:.0f}",
+                                kl=f"{row.get('kl', 0):.3f}", s=f"{t_step:.1f}")
+            if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
+                with _deferred_interrupts():
+                    checkpoint(step + 1)
+        step = tcfg.steps
+    except KeyboardInterrupt:
+        done = step + (0 if pre_state is not None else 1)
+        if pre_state is not None:
+            sampler.position, rngs = pre_state
+            set_rng_state(rngs, engine.generator)
+        if bar is not None:
+            bar.close()
+        path = checkpoint(done)
+        metrics_log.close()
+        print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
+        raise TrainingInterrupted() from None
+    if bar is not None:
+        bar.close()
+    metrics_log.close()
+    final = checkpoint(step) if tcfg.steps > start_step or latest_checkpoint(out_dir) is None else \
+        latest_checkpoint(out_dir)
+    summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+    if cfg.eval.after_training and heldout:
+        after = _evaluate(engine, heldout, verifier, cfg, "after", out_dir)
+        summary["eval_after"] = after
+        if "eval_before" in summary:
+            print("held-out accuracy before training: " + _fmt_eval(summary["eval_before"]))
+        print("held-out accuracy after training:  " + _fmt_eval(after))
+    (out_dir / "summary.json").write_text(json.dumps(
+        {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
+    return summary

@@ -1,0 +1,107 @@
+"""The few records that cross module boundaries.
+
+Data flows  Problem -> (rollout) -> Sample -> (verifier) -> Verdict -> (rewards,
+advantages) -> Batch -> (loss).  Everything else is module-private.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Problem", "Sample", "Verdict", "Batch"]
+
+
+@dataclass
+class Problem:
+    """One task instance with a checkable answer.
+
+    Either ``prompt`` (a plain user message) or ``messages`` (a full chat, list of
+    ``{"role", "content"}`` dicts) is set; ``messages`` wins when both are.
+    """
+
+    id: str
+    """Stable identifier, unique within a task (used for resume, dedup, reports)."""
+    prompt: str | None = None
+    """User message text; the chat template of the model wraps it."""
+    answer: str = ""
+    """Reference answer as a string (a number, LaTeX, a test suite, ...)."""
+    messages: list[dict[str, str]] | None = None
+    """Full chat history; overrides ``prompt`` when given."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Free-form extra fields (subject, level, difficulty knobs, source line...)."""
+
+    def __post_init__(self) -> None:
+        if self.prompt is None and not self.messages:
+            raise ValueError(f"Problem {self.id!r} has neither a prompt nor messages")
+
+    def to_messages(self, system_prompt: str | None = None) -> list[dict[str, str]]:
+        """Chat messages for this problem, with an optional system message first."""
+        if self.messages:
+            msgs = [dict(m) for m in self.messages]
+        else:
+            msgs = [{"role": "user", "content": self.prompt or ""}]
+        if system_prompt and (not msgs or msgs[0].get("role") != "system"):
+            msgs.insert(0, {"role": "system", "content": system_prompt})
+        return msgs
+
+
+@dataclass
+class Verdict:
+    """What a verifier says about one completion."""
+
+    score: float
+    """Reward-ready score, 1.0 for correct and 0.0 for wrong in binary verifiers."""
+    extracted: str | None = None
+    """The answer the verifier pulled out of the completion (None if none found)."""
+    reason: str = ""
+    """Short human-readable explanation (why it failed, which rule matched...)."""
+
+    @property
+    def correct(self) -> bool:
+        """True when the score is positive (binary verifiers: the answer matched)."""
+        return self.score > 0
+
+
+@dataclass
+class Sample:
+    """One sampled completion of one prompt, as the rollout engine returns it."""
+
+    problem_id: str
+    """Id of the Problem this completion answers."""
+    prompt_ids: list[int]
+    """Token ids of the (chat-formatted) prompt, no padding."""
+    completion_ids: list[int]
+    """Generated token ids, no padding; includes the EOS token if one was produced."""
+    logprobs: list[float]
+    """Per-token log-probability of ``completion_ids`` under the sampling policy
+    (after temperature/top-p processing is *not* applied: raw model distribution
+    divided by temperature, see rollout.hf)."""
+    text: str
+    """Decoded completion (special tokens removed, cut at a stop string)."""
+    finish_reason: str
+    """"stop" (EOS or a stop string) or "length" (hit max_new_tokens)."""
+    group_index: int = 0
+    """Index of this sample within its prompt's group of G samples."""
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.completion_ids)
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one policy-gradient update (built by ``train.batching``).
+
+    Shapes: ``input_ids``/``attention_mask``/``completion_mask`` are [B, T];
+    ``old_logprobs`` and ``ref_logprobs`` are [B, T] aligned with ``input_ids``
+    (position t holds log p(input_ids[t] | input_ids[:t]); 0 where masked);
+    ``advantages`` is [B] (one scalar per sequence, broadcast over tokens).
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    completion_mask: Any
+    old_logprobs: Any
+    advantages: Any
+    ref_logprobs: Any | None = None

@@ -1,0 +1,27 @@
+"""Verifiers: callables ``(completion, reference) -> Verdict`` and their registry.
+
+Importing this package registers the built-in verifiers (``"numeric"``).
+"""
+
+from rlvr.verifiers.base import (
+    Verifier,
+    VerifierFactory,
+    get_verifier,
+    list_verifiers,
+    register_verifier,
+    safe_verify,
+)
+from rlvr.verifiers.numeric import MODES, extract_final_answer, numeric_verifier, parse_number
+
+__all__ = [
+    "Verifier",
+    "VerifierFactory",
+    "register_verifier",
+    "get_verifier",
+    "list_verifiers",
+    "safe_verify",
+    "MODES",
+    "extract_final_answer",
+    "parse_number",
+    "numeric_verifier",
+]

@@ -125,7 +125,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
     for epoch in range(alg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size)):
+        for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size) if len(rows) else ()):
             mb, start = _sub_batch(batch, chunk)
             logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
                                         cfg.rollout.temperature, with_entropy=True)
@@ -147,7 +147,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
             n_tok = float(mask.sum())
             m = {k: float(v) for k, v in m.items()}
             m["entropy"] = float((ent * mask).sum() / mask.sum().clamp(min=1))
-            m["loss"] = float(loss)
+            m["loss"] = float(loss.detach())
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n_tok
             weight_total += n_tok
@@ -267,27 +267,29 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             batch = collate(samples, advantages, engine.pad_id)
             t_ver = time.perf_counter() - t0 - t_gen
 
+            # The update and its log line are one unit: Ctrl-C waits for both.
             with _deferred_interrupts():
                 learn = update_policy(model, optimizer, batch, cfg, ref_model)
                 scheduler.step()
+                t_step = time.perf_counter() - t0
+                gen_tokens = sum(s.num_tokens for s in samples)
+                row = {
+                    "step": step + 1,
+                    "reward_mean": float(rewards.mean()),
+                    "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+                    "accuracy": sum(v.correct for v in verdicts) / len(verdicts),
+                    "response_length": gen_tokens / len(samples),
+                    "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
+                    "zero_variance_groups": float(
+                        group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
+                    "lr": scheduler.get_last_lr()[0],
+                    **learn,
+                    "tokens_per_s": gen_tokens / max(t_gen, 1e-9),
+                    "gen_time": t_gen, "verify_time": t_ver, "learn_time": t_step - t_gen - t_ver,
+                    "step_time": t_step,
+                }
+                metrics_log.log(row)
                 pre_state = None
-            t_step = time.perf_counter() - t0
-            gen_tokens = sum(s.num_tokens for s in samples)
-            row = {
-                "step": step + 1,
-                "reward_mean": float(rewards.mean()),
-                "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
-                "accuracy": sum(v.correct for v in verdicts) / len(verdicts),
-                "response_length": gen_tokens / len(samples),
-                "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
-                "zero_variance_groups": float(group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
-                "lr": scheduler.get_last_lr()[0],
-                **learn,
-                "tokens_per_s": gen_tokens / max(t_gen, 1e-9),
-                "gen_time": t_gen, "verify_time": t_ver, "learn_time": t_step - t_gen - t_ver,
-                "step_time": t_step,
-            }
-            metrics_log.log(row)
             if on_step is not None:
                 on_step(row)
             if bar is not None:

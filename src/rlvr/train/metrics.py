@@ -23,7 +23,7 @@ class MetricsLogger:
         if resume_from_step is None:
             self.path.write_text("")
         elif self.path.exists():
-            kept = [r for r in read_metrics(self.path) if r.get("step", -1) < resume_from_step]
+            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_from_step]
             self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self._tb = None
         if tensorboard:

@@ -1,0 +1,187 @@
+"""End-to-end GRPO on a tiny random model: metrics, checkpoints, exact resume, kill -9 and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.config import load_config
+from rlvr.train.checkpoint import latest_checkpoint
+from rlvr.train.config import RunConfig
+from rlvr.train.grpo import TrainingInterrupted, train
+from rlvr.train.metrics import read_metrics
+from rlvr.types import Problem, Verdict
+
+from conftest import make_model
+
+REQUIRED_METRICS = {"step", "reward_mean", "reward_std", "accuracy", "response_length", "clip_frac", "entropy",
+                    "tokens_per_s", "step_time", "gen_time", "learn_time", "lr", "grad_norm",
+                    "zero_variance_groups", "logprob_mismatch"}
+
+
+def parity_verifier(completion: str, reference: str) -> Verdict:
+    """Rewards completions of even length: a signal a random tiny model can learn from."""
+    return Verdict(1.0 if len(completion) % 2 == 0 else 0.0, str(len(completion)), "parity")
+
+
+def _problems(n: int, prefix: str) -> list[Problem]:
+    return [Problem(id=f"{prefix}{i}", prompt=f"What is {i} + {i + 1}?", answer=str(2 * i + 1)) for i in range(n)]
+
+
+def _cfg(out: Path, *extra: str) -> RunConfig:
+    return load_config(RunConfig, None, [
+        f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
+        "rollout.max_new_tokens=8", "train.micro_batch_size=3", "train.lr=1e-2", "train.warmup_steps=0",
+        "train.save_every=2", "train.progress=false", "eval.num_problems=4", "eval.max_new_tokens=6",
+        "train.seed=3", *extra])
+
+
+def _run(tok, out, *extra, model=None, on_step=None):
+    model = model or make_model(tok)
+    summary = train(_cfg(out, *extra), model=model, tokenizer=tok, problems=(_problems(10, "t"), _problems(4, "h")),
+                    verifier=parity_verifier, on_step=on_step)
+    return model, summary
+
+
+def test_two_steps_end_to_end(tmp_path, tiny_tokenizer):
+    model0 = make_model(tiny_tokenizer)
+    model, summary = _run(tiny_tokenizer, tmp_path, "train.steps=2")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert REQUIRED_METRICS <= set(rows[0]), REQUIRED_METRICS - set(rows[0])
+    assert all(0 <= r["accuracy"] <= 1 and r["response_length"] <= 8 for r in rows)
+    # parameters moved (some groups had non-zero advantages)
+    assert any(r["learner_seqs"] > 0 for r in rows)
+    changed = any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+    assert changed
+    # first PPO epoch is exactly on-policy and the sampler agrees with the learner
+    assert all(abs(r["ratio_mean"] - 1.0) < 1e-6 for r in rows if r["learner_seqs"])
+    assert all(r["logprob_mismatch"] < 1e-4 for r in rows if r["learner_seqs"])
+    ckpt = latest_checkpoint(tmp_path)
+    assert ckpt.name == "step-000002" and (ckpt / "model" / "model.safetensors").is_file()
+    assert (tmp_path / "eval_before.json").is_file() and "eval_after" in summary
+    assert (tmp_path / "config.yaml").is_file()
+
+
+def test_resume_matches_uninterrupted_run(tmp_path, tiny_tokenizer):
+    full_model, _ = _run(tiny_tokenizer, tmp_path / "full")
+
+    def interrupt_after_two(row):
+        if row["step"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(TrainingInterrupted):
+        _run(tiny_tokenizer, tmp_path / "split", on_step=interrupt_after_two)
+    assert latest_checkpoint(tmp_path / "split").name == "step-000002"
+    resumed_model, _ = _run(tiny_tokenizer, tmp_path / "split", "train.resume=true")
+
+    for (k, a), b in zip(full_model.state_dict().items(), resumed_model.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), k
+    full = read_metrics(tmp_path / "full" / "metrics.jsonl")
+    split = read_metrics(tmp_path / "split" / "metrics.jsonl")
+    assert [r["step"] for r in split] == [1, 2, 3, 4]
+    for a, b in zip(full, split):
+        assert a["reward_mean"] == b["reward_mean"] and a["response_length"] == b["response_length"]
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from rlvr.verifiers import register_verifier
+    from rlvr.types import Verdict
+
+    @register_verifier("parity")
+    def _factory():
+        return lambda c, r: Verdict(1.0 if len(c) % 2 == 0 else 0.0, str(len(c)), "parity")
+
+    from rlvr.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def _cli_args(model_dir, out, data, steps, *extra):
+    return ["train", f"model.name={model_dir}", "task.name=jsonl", f"task.path={data}", "task.num_heldout=2",
+            "reward.verifier=parity", f"train.output_dir={out}", f"train.steps={steps}", "train.prompts_per_step=2",
+            "rollout.group_size=4", "rollout.max_new_tokens=8", "train.lr=1e-2", "train.warmup_steps=0",
+            "train.save_every=1", "train.keep_checkpoints=10", "eval.before_training=false",
+            "eval.after_training=false", "train.seed=5", "train.threads=1", *extra]
+
+
+@pytest.fixture
+def cli_setup(tmp_path, tiny_model_dir):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"What is {i}?", "answer": str(i)}) + "\n" for i in range(12)))
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    import rlvr
+
+    env = {**os.environ, "PYTHONPATH": str(Path(rlvr.__file__).resolve().parents[1])}
+    return tmp_path, tiny_model_dir, data, script, env
+
+
+def _weights(ckpt: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(ckpt / "model" / "model.safetensors")
+
+
+def test_kill_9_loses_at_most_the_steps_since_the_last_checkpoint(cli_setup):
+    tmp, model_dir, data, script, env = cli_setup
+    steps = 12
+    # uninterrupted reference
+    ref = subprocess.run([sys.executable, str(script), *_cli_args(model_dir, tmp / "ref", data, steps)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    # killed with SIGKILL as soon as step 3's checkpoint is complete
+    proc = subprocess.Popen([sys.executable, str(script), *_cli_args(model_dir, tmp / "run", data, steps)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        ck = latest_checkpoint(tmp / "run")
+        if ck is not None and int(ck.name.split("-")[1]) >= 3:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    ck = latest_checkpoint(tmp / "run")
+    assert ck is not None and int(ck.name.split("-")[1]) < steps, "the run finished before it could be killed"
+    res = subprocess.run([sys.executable, str(script), *_cli_args(model_dir, tmp / "run", data, steps), "--resume"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    a, b = _weights(latest_checkpoint(tmp / "ref")), _weights(latest_checkpoint(tmp / "run"))
+    assert latest_checkpoint(tmp / "run").name == f"step-{steps:06d}"
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+    rows = read_metrics(tmp / "run" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))
+
+
+def test_ctrl_c_writes_a_checkpoint(cli_setup):
+    tmp, model_dir, data, script, env = cli_setup
+    proc = subprocess.Popen([sys.executable, str(script), *_cli_args(model_dir, tmp / "run", data, 500,
+                                                                     "train.save_every=0")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (tmp / "run" / "metrics.jsonl").exists():
+        time.sleep(0.05)
+    while time.time() < deadline and not read_metrics(tmp / "run" / "metrics.jsonl"):
+        time.sleep(0.05)
+    assert latest_checkpoint(tmp / "run") is None  # save_every=0: nothing saved yet
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:]
+    assert "checkpoint written" in out
+    ck = latest_checkpoint(tmp / "run")
+    assert ck is not None
+    state = torch.load(ck / "state.pt", weights_only=False)
+    logged = read_metrics(tmp / "run" / "metrics.jsonl")
+    assert state["step"] == logged[-1]["step"]  # the checkpoint is the last finished step

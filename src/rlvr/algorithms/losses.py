@@ -1,0 +1,302 @@
+"""Policy-gradient losses for RL with verifiable rewards (PPO-clip, GRPO, DAPO, Dr. GRPO).
+
+Conventions: per-token tensors are [B, T] and position ``t`` is a token of the
+sequence; ``mask`` [B, T] (bool or float) is 1 on the completion tokens that
+count and 0 elsewhere (prompt, padding); ``advantages`` is [B] (one per
+sequence, broadcast over tokens) or [B, T].  All functions are pure.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from rlvr.algorithms.kl import kl_estimate
+
+__all__ = [
+    "AGGREGATION_MODES",
+    "masked_sum",
+    "masked_mean",
+    "aggregate_loss",
+    "ppo_clip_loss",
+    "grpo_loss",
+    "entropy_from_logits",
+    "selective_log_softmax",
+]
+
+AGGREGATION_MODES = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+
+
+# --------------------------------------------------------------------------- masking
+def _masked(x: Tensor, mask: Tensor) -> Tensor:
+    """``x * mask`` broadcast to a common shape, with exact zeros where ``mask == 0``.
+
+    ``torch.where`` keeps an inf/nan of ``x`` at a masked-out position from
+    turning the product into nan.
+    """
+    m = mask.to(x.dtype) if mask.dtype == torch.bool else mask
+    x, m = torch.broadcast_tensors(x, m)
+    return torch.where(m != 0, x * m, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+def _mask_count(x: Tensor, mask: Tensor, dim=None) -> Tensor:
+    m = mask.to(x.dtype)
+    m = torch.broadcast_to(m, torch.broadcast_shapes(x.shape, m.shape))
+    return m.sum() if dim is None else m.sum(dim)
+
+
+def masked_sum(x: Tensor, mask: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    """``sum(x * mask)`` over ``dim`` (all elements when ``None``); masked-out inf/nan are ignored."""
+    xm = _masked(x, mask)
+    return xm.sum() if dim is None else xm.sum(dim)
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    """``sum(x * mask) / sum(mask)`` over ``dim`` (all elements when ``None``).
+
+    Where the mask sums to 0 the result is 0 (not nan).
+    """
+    num = masked_sum(x, mask, dim)
+    den = _mask_count(x, mask, dim)
+    return num / torch.where(den != 0, den, torch.ones_like(den))
+
+
+def aggregate_loss(per_token: Tensor, mask: Tensor, mode: str = "token_mean", max_len: int | None = None) -> Tensor:
+    """Reduce a [B, T] per-token loss ``l`` to a scalar.  With ``m`` the mask and ``B`` rows:
+
+    * ``"token_mean"``: ``sum_{i,t} m l / sum_{i,t} m`` — every token of the
+      batch weighs the same, so long completions are not under-weighted (DAPO,
+      Yu et al. 2025, "token-level policy gradient loss").
+    * ``"seq_mean_token_mean"``: ``1/B sum_i (sum_t m l / sum_t m)`` — mean over
+      sequences of each sequence's token mean (the original GRPO objective,
+      Shao et al. 2024).  A row without counted tokens contributes 0 (it still
+      counts in ``B``).
+    * ``"seq_mean_token_sum"``: ``1/B sum_i sum_t m l`` — mean over sequences of
+      each sequence's token sum.
+    * ``"seq_mean_token_sum_norm"``: ``sum_{i,t} m l / (B * max_len)`` — a
+      constant normaliser, removing GRPO's length bias (Dr. GRPO, Liu et al.
+      2025, "Understanding R1-Zero-Like Training"); ``max_len`` (the generation
+      budget) is required.
+    """
+    if per_token.dim() != 2:
+        raise ValueError(f"per_token must be [B, T], got shape {tuple(per_token.shape)}")
+    B = per_token.shape[0]
+    if mode == "token_mean":
+        return masked_mean(per_token, mask)
+    if mode == "seq_mean_token_mean":
+        return masked_mean(per_token, mask, dim=-1).sum() / max(B, 1)
+    if mode == "seq_mean_token_sum":
+        return masked_sum(per_token, mask, dim=-1).sum() / max(B, 1)
+    if mode == "seq_mean_token_sum_norm":
+        if max_len is None or max_len <= 0:
+            raise ValueError(f"aggregation 'seq_mean_token_sum_norm' needs max_len > 0, got {max_len!r}")
+        return masked_sum(per_token, mask) / (max(B, 1) * max_len)
+    raise ValueError(f"unknown loss aggregation {mode!r}; choose one of: {', '.join(AGGREGATION_MODES)}")
+
+
+# --------------------------------------------------------------------------- policy losses
+def _per_token_advantages(advantages: Tensor, like: Tensor) -> Tensor:
+    adv = advantages.detach().to(like.dtype)
+    if adv.dim() == 1:
+        if adv.shape[0] != like.shape[0]:
+            raise ValueError(f"advantages [{adv.shape[0]}] do not match batch size {like.shape[0]}")
+        adv = adv.unsqueeze(-1)
+    elif adv.shape != like.shape:
+        raise ValueError(f"advantages {tuple(adv.shape)} must be [B] or [B, T] = {tuple(like.shape)}")
+    return adv.expand_as(like)
+
+
+def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float = 0.2,
+                  clip_high: float = 0.2, agg: str = "token_mean",
+                  max_len: int | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """PPO clipped surrogate loss (Schulman et al. 2017, "Proximal Policy Optimization Algorithms").
+
+    Per token, with ``ratio = exp(logp - old_logp)`` and advantage ``A``::
+
+        L = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)
+
+    then reduced with :func:`aggregate_loss` (``agg``, ``max_len``).
+    ``clip_high > clip_low`` is DAPO's "clip-higher" (Yu et al. 2025).
+    ``old_logp`` and ``advantages`` are constants (detached); gradients flow
+    into ``logp`` only: ``dL/dlogp = -ratio * A`` where the objective is not
+    clipped and 0 where it is.  At masked-out positions the log-ratio is set to
+    0, so padding cannot produce inf/nan.
+
+    Args:
+        logp: [B, T] log-probs of the taken tokens under the current policy.
+        old_logp: [B, T] log-probs under the policy that sampled them.
+        advantages: [B] or [B, T].
+        mask: [B, T], 1 on tokens that count.
+
+    Returns:
+        ``(loss, metrics)``; metrics are detached 0-dim tensors, averaged over masked tokens:
+
+        * ``clip_frac``: fraction of tokens where the clipped term is active
+          (strictly below the unclipped one, so the token gets no gradient);
+          equals ``clip_frac_low + clip_frac_high``;
+        * ``clip_frac_low``: ``A < 0`` and ``ratio < 1 - clip_low``;
+        * ``clip_frac_high``: ``A > 0`` and ``ratio > 1 + clip_high``;
+        * ``ratio_mean``: mean importance ratio;
+        * ``approx_kl``: mean of ``0.5 * (logp - old_logp)^2`` (Schulman's k2
+          estimate of the KL between the sampling and current policies).
+    """
+    if logp.shape != old_logp.shape or logp.shape != mask.shape:
+        raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)} and mask "
+                         f"{tuple(mask.shape)} must have the same [B, T] shape")
+    if clip_low < 0 or clip_high < 0 or clip_low >= 1:
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    valid = mask.bool()
+    adv = _per_token_advantages(advantages, logp)
+    log_ratio = torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+    per_token = -torch.minimum(unclipped, clipped)
+    loss = aggregate_loss(per_token, mask, agg, max_len)
+
+    with torch.no_grad():
+        r, a = ratio.detach(), adv
+        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
+        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
+        metrics = {
+            "clip_frac": masked_mean(low + high, mask),
+            "clip_frac_low": masked_mean(low, mask),
+            "clip_frac_high": masked_mean(high, mask),
+            "ratio_mean": masked_mean(r, mask),
+            "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
+        }
+    return loss, metrics
+
+
+def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ref_logp: Tensor | None = None,
+              kl_coef: float = 0.0, kl_kind: str = "k3", clip_low: float = 0.2, clip_high: float = 0.2,
+              agg: str = "token_mean", max_len: int | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
+
+        loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
+               + kl_coef * agg(KL_kind(pi || pi_ref))
+
+    The first term is :func:`ppo_clip_loss`; the per-token KL estimate is
+    :func:`rlvr.algorithms.kl.kl_estimate` (``"k3"`` in the paper), reduced
+    with the same aggregation ``agg``.  The KL term is added only when
+    ``kl_coef > 0``, which then requires ``ref_logp``.  Variants by arguments:
+    DAPO = ``clip_high > clip_low``, ``agg="token_mean"``, ``kl_coef=0``;
+    Dr. GRPO = ``agg="seq_mean_token_sum_norm"`` with Dr. GRPO advantages.
+
+    Returns:
+        ``(loss, metrics)``: the :func:`ppo_clip_loss` metrics plus ``pg_loss``
+        (the clipped-surrogate term) and, whenever ``ref_logp`` is given,
+        ``kl`` (the masked token-mean of the estimate; computed for
+        monitoring even when ``kl_coef == 0``).  All detached 0-dim tensors.
+    """
+    if kl_coef < 0:
+        raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
+    if kl_coef > 0 and ref_logp is None:
+        raise ValueError("kl_coef > 0 needs ref_logp (log-probs of the reference policy)")
+    pg_loss, metrics = ppo_clip_loss(logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high,
+                                     agg=agg, max_len=max_len)
+    metrics["pg_loss"] = pg_loss.detach()
+    loss = pg_loss
+    if ref_logp is not None:
+        if kl_coef > 0:
+            kl = kl_estimate(logp, ref_logp, kl_kind, mask=mask)
+            loss = loss + kl_coef * aggregate_loss(kl, mask, agg, max_len)
+        else:
+            with torch.no_grad():
+                kl = kl_estimate(logp.detach(), ref_logp, kl_kind, mask=mask)
+        metrics["kl"] = masked_mean(kl.detach(), mask)
+    return loss, metrics
+
+
+# --------------------------------------------------------------------------- logits -> log-probs, entropy
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _row_slices(x: Tensor):
+    """Index objects splitting ``x`` [..., V] into pieces of one leading row each (or the whole tensor)."""
+    if x.dim() >= 3:
+        return list(range(x.shape[0]))
+    return [slice(None)]
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Entropy ``H = -sum_v p_v log p_v`` of ``softmax(logits)`` over the last dim.
+
+    Computed as ``log p = z - logsumexp(z)`` (stable for any logit scale) and
+    ``H = -sum exp(log p) * log p``; ``-inf`` logits (masked vocabulary) are
+    allowed and contribute 0.  Processed one leading row at a time, so only
+    one [T, V] temporary exists at once; half / bfloat16 inputs are computed
+    and returned in float32.  Differentiable.
+
+    Args:
+        logits: [..., V].
+
+    Returns:
+        [...] entropies in nats.
+    """
+    cdt = _compute_dtype(logits.dtype)
+    lowest = torch.finfo(cdt).min
+    out = []
+    for idx in _row_slices(logits):
+        z = logits[idx].to(cdt).clamp(min=lowest)  # -inf -> finite: p = 0 and p * log p = 0, gradients finite
+        logp = z - torch.logsumexp(z, dim=-1, keepdim=True)
+        out.append(-(logp.exp() * logp).sum(-1))
+    return torch.stack(out) if logits.dim() >= 3 else out[0]
+
+
+class _SelectiveLogSoftmax(torch.autograd.Function):
+    """``log_softmax(logits).gather(index)`` with row-by-row forward and backward.
+
+    Only ``logits`` (already alive), ``index`` and the [B, T] logsumexp are
+    saved; the backward ``g * (onehot(index) - softmax(logits))`` recomputes the
+    softmax one row at a time, straight into the [B, T, V] gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, index: Tensor) -> Tensor:
+        cdt = _compute_dtype(logits.dtype)
+        lse = torch.stack([torch.logsumexp(logits[i].to(cdt), dim=-1) for i in _row_slices(logits)]) \
+            if logits.dim() >= 3 else torch.logsumexp(logits.to(cdt), dim=-1)
+        picked = logits.gather(-1, index.unsqueeze(-1)).squeeze(-1).to(cdt)
+        ctx.save_for_backward(logits, index, lse)
+        return picked - lse
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        logits, index, lse = ctx.saved_tensors
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        cdt = lse.dtype
+        grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
+        for i in _row_slices(logits):
+            g = grad_out[i].to(cdt).unsqueeze(-1)
+            row = -torch.exp(logits[i].to(cdt) - lse[i].unsqueeze(-1)) * g
+            row.scatter_add_(-1, index[i].unsqueeze(-1), g)
+            grad[i] = row.to(logits.dtype)
+        return grad, None
+
+
+def selective_log_softmax(logits: Tensor, index: Tensor) -> Tensor:
+    """``log_softmax(logits, -1).gather(-1, index[..., None])[..., 0]`` without a second [B, T, V] tensor.
+
+    Uses ``log p(index) = logits[index] - logsumexp(logits)``, computing the
+    logsumexp one sequence (leading row) at a time; the backward pass
+    ``dlogp/dlogits = onehot(index) - softmax(logits)`` is likewise done row by
+    row into the gradient buffer.  Half / bfloat16 logits are processed in
+    float32 and the result is float32; otherwise the result has the logits'
+    dtype.  Supports one backward (no double backward).
+
+    Args:
+        logits: [B, T, V] (any [..., V] works).
+        index: [B, T] int64 token ids (the logits' shape without the last dim).
+
+    Returns:
+        [B, T] log-probabilities of ``index``.
+    """
+    if logits.shape[:-1] != index.shape:
+        raise ValueError(f"index shape {tuple(index.shape)} must equal logits shape without the vocab dim "
+                         f"{tuple(logits.shape[:-1])}")
+    return _SelectiveLogSoftmax.apply(logits, index.long())

@@ -1,0 +1,1 @@
+"""Evaluation: accuracy of a policy on benchmark problems, with confidence intervals."""

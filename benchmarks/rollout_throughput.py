@@ -8,8 +8,8 @@ All three numbers are measured in the same run on the same machine:
 * ``model.generate``: transformers' own sampler, same prompts, batch, length;
 * rlvr ``HFEngine``: the engine training and evaluation use.
 
-Generation is forced to the full length (``min_new_tokens``/EOS suppressed) so
-both samplers do the same work.  Usage::
+Generation is forced to the full length (``ignore_eos`` in rlvr, ``min_new_tokens``
+in transformers) so both samplers do the same work.  Usage::
 
     python benchmarks/rollout_throughput.py [--model NAME] [--batch 64] [--new-tokens 64]
 """
@@ -54,13 +54,12 @@ def main() -> None:
     flops = max(matmul_flops() for _ in range(2))
     roofline = flops / (2 * n_params)
 
-    # Suppress EOS so every sequence runs the full length in both samplers.
     eos = tok.eos_token_id
-    engine.eos_ids = {-1}
 
     def run_engine() -> float:
         t0 = time.perf_counter()
-        out = engine.generate(problems, SamplingParams(n=1, max_new_tokens=args.new_tokens, temperature=1.0, seed=0))
+        out = engine.generate(problems, SamplingParams(n=1, max_new_tokens=args.new_tokens, temperature=1.0, seed=0,
+                                                           ignore_eos=True))
         dt = time.perf_counter() - t0
         assert all(s.num_tokens == args.new_tokens for g in out for s in g)
         return args.batch * args.new_tokens / dt

@@ -127,12 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from rlvr.config import ConfigError
     from rlvr.models import ModelNotFoundError
+    from rlvr.tasks.jsonl import DatasetError
 
     ns = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return ns.func(ns)
-    except (ConfigError, ModelNotFoundError) as e:
+    except (ConfigError, ModelNotFoundError, DatasetError) as e:
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2
 

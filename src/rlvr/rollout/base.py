@@ -26,6 +26,8 @@ class SamplingParams:
     """Extra stop strings (EOS always stops). The completion is cut after the stop string."""
     seed: int | None = None
     """Seed for this call's sampling (None: continue the engine's generator)."""
+    ignore_eos: bool = False
+    """Keep generating past EOS up to max_new_tokens (benchmarks: fixed-length work)."""
 
     def __post_init__(self) -> None:
         if self.n < 1:

@@ -159,7 +159,8 @@ class HFEngine:
             for r, (row, t, l) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
                 tokens[row].append(t)
                 logps[row].append(l)
-                if t in self.eos_ids or (params.stop and self._hit_stop(tokens[row], params.stop)):
+                eos_hit = t in self.eos_ids and not params.ignore_eos
+                if eos_hit or (params.stop and self._hit_stop(tokens[row], params.stop)):
                     reasons[row] = "stop"
                 else:
                     keep.append(r)

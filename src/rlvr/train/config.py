@@ -57,6 +57,7 @@ class RolloutConfig:
     top_p: float = option(1.0, "nucleus sampling mass during training")
     batch_size: int = option(64, "sequences decoded together by the engine")
     engine: Literal["hf"] = option("hf", "rollout engine (hf on CPU; vllm arrives with the gpu extra)")
+    ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
 
 
 @dataclass

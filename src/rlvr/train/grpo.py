@@ -242,7 +242,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                                keep=tcfg.keep_checkpoints)
 
     params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
-                            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+                            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                            ignore_eos=cfg.rollout.ignore_eos)
     bar = None
     if tcfg.progress:
         from tqdm.auto import tqdm

@@ -1,0 +1,123 @@
+"""Seconds per GRPO step: rlvr vs TRL's ``GRPOTrainer`` on the same configuration, in one run.
+
+Both train the same model on the same prompt with the same group size, the same
+number of generated tokens, the same reward, the same loss settings and the same
+number of optimizer updates:
+
+* one prompt x ``--group`` completions x ``--new-tokens`` tokens per step,
+  generation forced to the full length in both (EOS ignored / ``min_new_tokens``);
+* token-mean PPO-clip loss (TRL's default ``loss_type="dapo"``), no KL term
+  (TRL's default ``beta=0``), one update per batch, fp32, AdamW;
+* a dense reward (fraction of digit characters) so every group has non-zero
+  advantages: rlvr cannot skip the learner pass, and TRL does the same work;
+* TRL with gradient checkpointing off (its default is on, which only slows it).
+
+The first step of each is a warm-up and is excluded.  Prints the median seconds
+per step of each and the ratio rlvr / TRL.  Usage::
+
+    python benchmarks/grpo_step_vs_trl.py [--steps 4] [--group 8] [--new-tokens 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import time
+
+import torch
+
+PROMPT = "What is 23 + 19? Put the final answer in \\boxed{}."
+
+
+def digit_fraction(text: str) -> float:
+    return sum(c.isdigit() for c in text) / max(1, len(text))
+
+
+def time_trl(model_path: str, args) -> list[float]:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = AutoTokenizer.from_pretrained(model_path)
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": PROMPT}]}] * (args.steps + 1))
+
+    def reward(completions, **_):
+        return [digit_fraction(c[0]["content"] if isinstance(c, list) else c) for c in completions]
+
+    times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            times.append(time.perf_counter() - self.t0)
+
+    with tempfile.TemporaryDirectory() as out:
+        cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=args.group,
+                         num_generations=args.group, max_completion_length=args.new_tokens,
+                         generation_kwargs={"min_new_tokens": args.new_tokens}, max_steps=args.steps + 1,
+                         learning_rate=1e-6, beta=0.0, loss_type="dapo", temperature=1.0,
+                         gradient_checkpointing=False, logging_steps=1, report_to=[], save_strategy="no",
+                         disable_tqdm=True, seed=0)
+        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok)
+        trainer.add_callback(Timer())
+        trainer.train()
+    return times[1:]
+
+
+def time_rlvr(model_path: str, args) -> list[float]:
+    from rlvr.config import load_config
+    from rlvr.models import load_policy
+    from rlvr.train.config import RunConfig
+    from rlvr.train.grpo import train
+    from rlvr.types import Problem, Verdict
+
+    model, tok = load_policy(model_path)
+    problems = [Problem(id="p", prompt=PROMPT, answer="42")]
+    times: list[float] = []
+    with tempfile.TemporaryDirectory() as out:
+        cfg = load_config(RunConfig, None, [
+            f"train.output_dir={out}", f"train.steps={args.steps + 1}", "train.prompts_per_step=1",
+            f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}",
+            "rollout.ignore_eos=true", "rollout.temperature=1.0", f"train.micro_batch_size={args.group}",
+            "train.lr=1e-6", "train.warmup_steps=0", "train.save_every=0", "train.progress=false",
+            "eval.before_training=false", "eval.after_training=false", "algorithm.loss_agg=token_mean"])
+        train(cfg, model=model, tokenizer=tok, problems=(problems, []),
+              verifier=lambda c, r: Verdict(digit_fraction(c), None, "digit fraction"),
+              on_step=lambda row: times.append(row["step_time"]))
+    return times[1:]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m-instruct", help="bundled name or HF directory")
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per framework (after one warm-up step)")
+    ap.add_argument("--group", type=int, default=8, help="completions per prompt")
+    ap.add_argument("--new-tokens", type=int, default=64, help="generated tokens per completion")
+    args = ap.parse_args()
+
+    from rlvr.models import resolve_model_path
+
+    path = resolve_model_path(args.model)
+    torch.manual_seed(0)
+    rlvr_times = time_rlvr(path, args)
+    trl_times = time_trl(path, args)
+    import trl
+
+    r, t = statistics.median(rlvr_times), statistics.median(trl_times)
+    print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+          f"trl {trl.__version__}")
+    print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
+          f"{args.steps} timed steps")
+    print(f"TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
+    print(f"rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)})")
+    print(f"ratio rlvr / TRL: {r / t:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

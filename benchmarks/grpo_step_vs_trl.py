@@ -7,7 +7,9 @@ number of optimizer updates:
 * one prompt x ``--group`` completions x ``--new-tokens`` tokens per step,
   generation forced to the full length in both (EOS ignored / ``min_new_tokens``);
 * token-mean PPO-clip loss (TRL's default ``loss_type="dapo"``), no KL term
-  (TRL's default ``beta=0``), one update per batch, fp32, AdamW;
+  (TRL's default ``beta=0``), one update per batch, AdamW, and the same
+  precision (``--precision fp32``: both in float32; ``bf16``: both with bf16
+  autocast around float32 master weights);
 * a dense reward (fraction of digit characters) so every group has non-zero
   advantages: rlvr cannot skip the learner pass, and TRL does the same work;
 * TRL with gradient checkpointing off (its default is on, which only slows it).
@@ -58,7 +60,7 @@ def time_trl(model_path: str, args) -> list[float]:
             times.append(time.perf_counter() - self.t0)
 
     with tempfile.TemporaryDirectory() as out:
-        cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, per_device_train_batch_size=args.group,
+        cfg = GRPOConfig(output_dir=out, use_cpu=True, bf16=args.precision == "bf16", per_device_train_batch_size=args.group,
                          num_generations=args.group, max_completion_length=args.new_tokens,
                          generation_kwargs={"min_new_tokens": args.new_tokens}, max_steps=args.steps + 1,
                          learning_rate=1e-6, beta=0.0, loss_type="dapo", temperature=1.0,
@@ -86,7 +88,8 @@ def time_rlvr(model_path: str, args) -> list[float]:
             f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}",
             "rollout.ignore_eos=true", "rollout.temperature=1.0", f"train.micro_batch_size={args.group}",
             "train.lr=1e-6", "train.warmup_steps=0", "train.save_every=0", "train.progress=false",
-            "eval.before_training=false", "eval.after_training=false", "algorithm.loss_agg=token_mean"])
+            "eval.before_training=false", "eval.after_training=false", "algorithm.loss_agg=token_mean",
+            f"train.autocast={'bfloat16' if args.precision == 'bf16' else 'none'}"])
         train(cfg, model=model, tokenizer=tok, problems=(problems, []),
               verifier=lambda c, r: Verdict(digit_fraction(c), None, "digit fraction"),
               on_step=lambda row: times.append(row["step_time"]))
@@ -99,6 +102,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4, help="timed steps per framework (after one warm-up step)")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt")
     ap.add_argument("--new-tokens", type=int, default=64, help="generated tokens per completion")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="learner precision of both")
     args = ap.parse_args()
 
     from rlvr.models import resolve_model_path
@@ -113,7 +117,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"trl {trl.__version__}")
     print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
-          f"{args.steps} timed steps")
+          f"{args.steps} timed steps, learner precision {args.precision}")
     print(f"TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
     print(f"rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)})")
     print(f"ratio rlvr / TRL: {r / t:.2f}x")

@@ -98,6 +98,8 @@ class TrainConfig:
     keep_checkpoints: int = option(2, "how many recent checkpoints to keep")
     resume: bool = option(False, "continue from the latest checkpoint in output_dir")
     threads: int = option(0, "torch CPU threads (0: torch's default)")
+    autocast: Literal["none", "bfloat16"] = option(
+        "none", "mixed precision for the learner's forward/backward (weights and optimizer stay in model.dtype)")
     progress: bool = option(True, "show a live progress bar")
 
 

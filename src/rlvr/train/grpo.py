@@ -123,12 +123,15 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     grad_norm = 0.0
     model.train()
     old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
+    device_type = next(model.parameters()).device.type
+    amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
     for epoch in range(alg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size) if len(rows) else ()):
             mb, start = _sub_batch(batch, chunk)
-            logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                        cfg.rollout.temperature, with_entropy=True)
+            with amp:
+                logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                            cfg.rollout.temperature, with_entropy=True)
             mask = mb.completion_mask[:, start:]
             if epoch == 0:
                 old_logps[ci] = logp.detach()
@@ -136,7 +139,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                 sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch)
             ref_logp = None
             if alg.kl_coef > 0:
-                with torch.no_grad():
+                with torch.no_grad(), amp:
                     ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
                                                   cfg.rollout.temperature)
             loss, m = grpo_loss(logp, old_logps[ci], mb.advantages, mask, ref_logp=ref_logp,

@@ -123,3 +123,46 @@ def test_top_p_keeps_only_the_nucleus(tiny_model, tiny_tokenizer):
     assert kept.tolist() == [[True, True, False, False]]
     kept = torch.isfinite(_top_p_filter(logits, 0.45))
     assert kept.tolist() == [[True, False, False, False]]
+
+
+def test_sample_categorical_matches_the_distribution():
+    from rlvr.rollout.hf import sample_categorical
+
+    p = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0])
+    g = torch.Generator().manual_seed(0)
+    draws = sample_categorical(p.repeat(40_000, 1), g)
+    freq = torch.bincount(draws, minlength=6).float() / len(draws)
+    assert freq[[0, 2, 5]].sum() == 0  # zero-mass entries, including the trailing one, never drawn
+    # 40k draws: standard error of each frequency < 0.0025, so 0.01 is four sigma
+    assert torch.allclose(freq, p, atol=0.01), freq
+    # unnormalised rows give the same distribution
+    draws2 = sample_categorical(3 * p.repeat(40_000, 1), torch.Generator().manual_seed(0))
+    assert torch.equal(draws, draws2)
+
+
+def test_sample_categorical_never_overruns_when_u_rounds_up(monkeypatch):
+    from rlvr.rollout import hf
+
+    monkeypatch.setattr(hf.torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
+    p = torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]])
+    assert hf.sample_categorical(p).tolist() == [1, 2]
+
+
+def test_bf16_sampler_copy_follows_the_learner(tiny_model, tiny_tokenizer):
+    engine = HFEngine(tiny_model, tiny_tokenizer, dtype=torch.bfloat16)
+    assert engine.model is not tiny_model and next(engine.model.parameters()).dtype == torch.bfloat16
+    assert next(tiny_model.parameters()).dtype == torch.float32  # the learner is untouched
+    greedy = SamplingParams(n=1, max_new_tokens=6, temperature=0.0)
+    before = engine.generate(PROBLEMS, greedy)
+    with torch.no_grad():
+        for p in tiny_model.parameters():
+            p.add_(torch.randn_like(p))
+    assert [s.completion_ids for g in engine.generate(PROBLEMS, greedy) for s in g] == \
+        [s.completion_ids for g in before for s in g]  # not synced yet: old weights
+    engine.sync_weights(tiny_model)
+    for dst, src in zip(engine.model.state_dict().values(), tiny_model.state_dict().values()):
+        assert torch.equal(dst, src.to(torch.bfloat16))
+    # log-probs are the bf16 copy's: close to the fp32 learner's teacher-forced ones
+    s = engine.generate(PROBLEMS[:1], greedy)[0][0]
+    ref = _teacher_forced_logprobs(tiny_model, s.prompt_ids, s.completion_ids)
+    assert torch.allclose(torch.tensor(s.logprobs), ref, atol=0.1)

@@ -62,6 +62,7 @@ def _cmd_eval(ns) -> int:
     from rlvr.evaluate.accuracy import evaluate_accuracy
     from rlvr.models import load_policy
     from rlvr.rollout import HFEngine
+    from rlvr.rollout.hf import sampler_dtype
     from rlvr.train.data import build_task
     from rlvr.verifiers import get_verifier
 
@@ -70,7 +71,8 @@ def _cmd_eval(ns) -> int:
     model, tok = load_policy(model_name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
     _, heldout = build_task(cfg.task)
     problems = heldout[: cfg.eval.num_problems]
-    engine = HFEngine(model, tok, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt)
+    engine = HFEngine(model, tok, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
+                      dtype=sampler_dtype(cfg.rollout.dtype))
     res = evaluate_accuracy(engine, problems, get_verifier(cfg.reward.verifier), n=cfg.eval.n,
                             temperature=cfg.eval.temperature, max_new_tokens=cfg.eval.max_new_tokens,
                             seed=cfg.eval.seed, keep_samples=ns.keep_samples)

@@ -57,6 +57,8 @@ class RolloutConfig:
     top_p: float = option(1.0, "nucleus sampling mass during training")
     batch_size: int = option(64, "sequences decoded together by the engine")
     engine: Literal["hf"] = option("hf", "rollout engine (hf on CPU; vllm arrives with the gpu extra)")
+    dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
     ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
 
 

@@ -35,6 +35,7 @@ from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
 from rlvr.rollout import HFEngine, SamplingParams
+from rlvr.rollout.hf import sampler_dtype
 from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.train.config import RunConfig
@@ -212,7 +213,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     train_problems, heldout = problems if problems is not None else build_task(cfg.task)
     verifier = verifier or get_verifier(cfg.reward.verifier)
     estimator = get_advantage_estimator(cfg.algorithm.advantage)
-    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt)
+    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
+                      dtype=sampler_dtype(cfg.rollout.dtype))
     engine.generator.manual_seed(tcfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, betas=tuple(tcfg.betas),
                                   weight_decay=tcfg.weight_decay)
@@ -226,6 +228,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             log.warning("train.resume=true but no checkpoint in %s: starting from scratch", out_dir)
         else:
             state = load_checkpoint(ckpt, model, optimizer, scheduler)
+            engine.sync_weights(model)
             start_step, sampler.position = state["step"], state["data_position"]
             set_rng_state(state["rng"], engine.generator)
             print(f"resumed from {ckpt} (step {start_step})")
@@ -275,6 +278,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             with _deferred_interrupts():
                 learn = update_policy(model, optimizer, batch, cfg, ref_model)
                 scheduler.step()
+                engine.sync_weights(model)
                 t_step = time.perf_counter() - t0
                 gen_tokens = sum(s.num_tokens for s in samples)
                 row = {

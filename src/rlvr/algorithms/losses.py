@@ -1,12 +1,27 @@
-"""Policy-gradient losses for RL with verifiable rewards (PPO-clip, GRPO, DAPO, Dr. GRPO).
+"""Policy-gradient losses for RL with verifiable rewards (PPO-clip, DAPO clip-higher, dual-clip,
+GSPO, TOPR, GRPO, Dr. GRPO), loss aggregation, KL and entropy terms.
 
 Conventions: per-token tensors are [B, T] and position ``t`` is a token of the
 sequence; ``mask`` [B, T] (bool or float) is 1 on the completion tokens that
 count and 0 elsewhere (prompt, padding); ``advantages`` is [B] (one per
 sequence, broadcast over tokens) or [B, T].  All functions are pure.
+
+Every policy loss in :data:`POLICY_LOSSES` has the same signature::
+
+    loss_fn(logp, old_logp, advantages, mask, *, agg="token_mean", max_len=None,
+            is_weights=None, **hyper) -> (loss, metrics)
+
+``is_weights`` ([B] or [B, T], constants) multiply the per-token loss: the
+truncated importance-sampling correction between the rollout engine and the
+learner (:mod:`rlvr.algorithms.importance`).  ``metrics`` always hold
+``clip_frac``, ``clip_frac_low``, ``clip_frac_high``, ``ratio_mean`` and
+``approx_kl`` (detached 0-dim tensors), plus loss-specific extras.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -20,6 +35,13 @@ __all__ = [
     "masked_mean",
     "aggregate_loss",
     "ppo_clip_loss",
+    "dual_clip_loss",
+    "gspo_loss",
+    "topr_loss",
+    "kl_loss",
+    "entropy_bonus",
+    "POLICY_LOSSES",
+    "get_policy_loss",
     "grpo_loss",
     "entropy_from_logits",
     "selective_log_softmax",
@@ -107,9 +129,25 @@ def _per_token_advantages(advantages: Tensor, like: Tensor) -> Tensor:
     return adv.expand_as(like)
 
 
+def _check_policy_inputs(logp: Tensor, old_logp: Tensor, mask: Tensor) -> None:
+    if logp.shape != old_logp.shape or logp.shape != mask.shape:
+        raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)} and mask "
+                         f"{tuple(mask.shape)} must have the same [B, T] shape")
+
+
+def _apply_is_weights(per_token: Tensor, is_weights: Tensor | None) -> Tensor:
+    if is_weights is None:
+        return per_token
+    w = is_weights.detach().to(per_token.dtype)
+    if w.dim() == 1:
+        w = w.unsqueeze(-1)
+    return per_token * w
+
+
 def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float = 0.2,
-                  clip_high: float = 0.2, agg: str = "token_mean",
-                  max_len: int | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+                  clip_high: float = 0.2, agg: str = "token_mean", max_len: int | None = None,
+                  dual_clip: float | None = None,
+                  is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate loss (Schulman et al. 2017, "Proximal Policy Optimization Algorithms").
 
     Per token, with ``ratio = exp(logp - old_logp)`` and advantage ``A``::
@@ -117,8 +155,16 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
         L = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)
 
     then reduced with :func:`aggregate_loss` (``agg``, ``max_len``).
-    ``clip_high > clip_low`` is DAPO's "clip-higher" (Yu et al. 2025).
-    ``old_logp`` and ``advantages`` are constants (detached); gradients flow
+    ``clip_high > clip_low`` is DAPO's "clip-higher" (Yu et al. 2025, "DAPO: An
+    Open-Source LLM Reinforcement Learning System at Scale", eps_low = 0.2,
+    eps_high = 0.28).  ``dual_clip = c > 1`` adds the dual clip of Ye et al.
+    2020 ("Mastering Complex Control in MOBA Games with Deep RL") for ``A < 0``::
+
+        L = -max(min(ratio * A, clip(ratio, ...) * A), c * A)        (A < 0 only)
+
+    which bounds the loss of a negative-advantage token whose ratio has run
+    away (gradient 0 where ``ratio > c``).  ``is_weights`` multiply the
+    per-token loss (see the module docstring).  ``old_logp`` and ``advantages`` are constants (detached); gradients flow
     into ``logp`` only: ``dL/dlogp = -ratio * A`` where the objective is not
     clipped and 0 where it is.  At masked-out positions the log-ratio is set to
     0, so padding cannot produce inf/nan.
@@ -139,11 +185,12 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
         * ``clip_frac_high``: ``A > 0`` and ``ratio > 1 + clip_high``;
         * ``ratio_mean``: mean importance ratio;
         * ``approx_kl``: mean of ``0.5 * (logp - old_logp)^2`` (Schulman's k2
-          estimate of the KL between the sampling and current policies).
+          estimate of the KL between the sampling and current policies);
+        * ``clip_frac_dual`` (only with ``dual_clip``): ``A < 0`` and ``ratio > c``.
     """
-    if logp.shape != old_logp.shape or logp.shape != mask.shape:
-        raise ValueError(f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)} and mask "
-                         f"{tuple(mask.shape)} must have the same [B, T] shape")
+    _check_policy_inputs(logp, old_logp, mask)
+    if dual_clip is not None and not dual_clip > 1.0:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
     if clip_low < 0 or clip_high < 0 or clip_low >= 1:
         raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
     valid = mask.bool()
@@ -152,7 +199,10 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
     ratio = torch.exp(log_ratio)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
-    per_token = -torch.minimum(unclipped, clipped)
+    objective = torch.minimum(unclipped, clipped)
+    if dual_clip is not None:
+        objective = torch.where(adv < 0, torch.maximum(objective, dual_clip * adv), objective)
+    per_token = _apply_is_weights(-objective, is_weights)
     loss = aggregate_loss(per_token, mask, agg, max_len)
 
     with torch.no_grad():
@@ -166,36 +216,212 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
             "ratio_mean": masked_mean(r, mask),
             "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
         }
+        if dual_clip is not None:
+            metrics["clip_frac_dual"] = masked_mean(((a < 0) & (r > dual_clip)).to(r.dtype), mask)
     return loss, metrics
+
+
+def dual_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float = 0.2,
+                   clip_high: float = 0.2, clip_ratio_c: float = 3.0, agg: str = "token_mean",
+                   max_len: int | None = None, is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL", Eq. 5)::
+
+        L = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)          A >= 0
+        L = -max(min(ratio * A, clip(ratio, ...) * A), clip_ratio_c * A)           A <  0
+
+    :func:`ppo_clip_loss` with ``dual_clip=clip_ratio_c`` (c = 3 in the paper and in verl).
+    """
+    return ppo_clip_loss(logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high, agg=agg,
+                         max_len=max_len, dual_clip=clip_ratio_c, is_weights=is_weights)
+
+
+def gspo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float = 3e-4,
+              clip_high: float = 4e-4, agg: str = "seq_mean_token_mean", max_len: int | None = None,
+              is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """Group Sequence Policy Optimization, GSPO (Zheng et al. 2025, "Group Sequence Policy
+    Optimization"), in its GSPO-token form.  The importance ratio is the
+    length-normalised *sequence* likelihood ratio::
+
+        s_i     = exp( 1/|y_i| * sum_t (logp_{i,t} - old_logp_{i,t}) )
+        s_{i,t} = sg[s_i] * pi(y_{i,t}) / sg[pi(y_{i,t})]           (value s_i; gradient s_i * dlogp_{i,t})
+        L       = agg_t( -min(s_{i,t} A_{i,t}, clip(s_{i,t}, 1 - clip_low, 1 + clip_high) A_{i,t}) )
+
+    With one advantage per sequence and ``agg="seq_mean_token_mean"`` (the
+    default) this is exactly GSPO's objective
+    ``1/B sum_i min(s_i A_i, clip(s_i) A_i)``: ``dL/dlogp_{i,t} = -s_i A_i / (B |y_i|)``
+    where the sequence is not clipped, 0 where it is.  Clipping is decided per
+    sequence, hence the paper's tiny ranges (3e-4, 4e-4).
+
+    Returns:
+        ``(loss, metrics)``; clip fractions are token-weighted fractions of
+        clipped sequences, ``ratio_mean`` the token-weighted mean of ``s_i``,
+        ``seq_ratio_max`` the largest ``s_i``.
+    """
+    _check_policy_inputs(logp, old_logp, mask)
+    if clip_low < 0 or clip_high < 0 or clip_low >= 1:
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    valid = mask.bool()
+    adv = _per_token_advantages(advantages, logp)
+    log_ratio = torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+    seq_log_ratio = masked_mean(log_ratio.detach(), mask, dim=-1)                       # [B]
+    tok = torch.where(valid, logp - logp.detach(), torch.zeros_like(logp))
+    s = torch.exp(seq_log_ratio.unsqueeze(-1) + tok)                                    # value s_i, grad s_i
+    unclipped = s * adv
+    clipped = torch.clamp(s, 1.0 - clip_low, 1.0 + clip_high) * adv
+    per_token = _apply_is_weights(-torch.minimum(unclipped, clipped), is_weights)
+    loss = aggregate_loss(per_token, mask, agg, max_len)
+    with torch.no_grad():
+        r, a = s.detach(), adv
+        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
+        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
+        has_tok = valid.any(-1)
+        seq_s = torch.exp(seq_log_ratio)
+        metrics = {
+            "clip_frac": masked_mean(low + high, mask),
+            "clip_frac_low": masked_mean(low, mask),
+            "clip_frac_high": masked_mean(high, mask),
+            "ratio_mean": masked_mean(r, mask),
+            "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
+            "seq_ratio_max": seq_s[has_tok].max() if bool(has_tok.any()) else torch.ones((), dtype=r.dtype),
+        }
+    return loss, metrics
+
+
+def topr_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, level: str = "sequence",
+              agg: str = "seq_mean_token_sum", max_len: int | None = None,
+              is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+    """Tapered Off-Policy REINFORCE, TOPR (Le Roux et al. 2025, "Tapered Off-Policy REINFORCE: Stable
+    and efficient reinforcement learning for LLMs", Eq. 7)::
+
+        grad J = sum_{A >= 0} A * grad log pi(y)  +  sum_{A < 0} sg[clip(pi(y) / mu(y), 0, 1)] * A * grad log pi(y)
+
+    Positive samples get a plain (SFT-like) update with no importance weight;
+    negative samples get a truncated importance weight, so off-policy negatives
+    cannot push log-probabilities to minus infinity.  ``pi(y) / mu(y)`` is the
+    sequence ratio ``exp(sum_t (logp - old_logp))`` (``level="sequence"``, the
+    paper) or the per-token ratio (``level="token"``).  The surrogate is
+    ``L_t = -w_t * A_t * (logp_t - old_logp_t)`` (its value is 0 on-policy; its
+    gradient is ``dL/dlogp_t = -w_t A_t``), reduced with ``agg``; the default
+    ``seq_mean_token_sum`` matches ``log pi(y) = sum_t log pi(y_t)``.
+
+    Returns:
+        ``(loss, metrics)``; ``clip_frac`` = ``clip_frac_high`` = fraction of
+        tokens of negative samples whose weight was truncated (ratio > 1).
+    """
+    _check_policy_inputs(logp, old_logp, mask)
+    if level not in ("sequence", "token"):
+        raise ValueError(f"level must be 'sequence' or 'token', got {level!r}")
+    valid = mask.bool()
+    adv = _per_token_advantages(advantages, logp)
+    log_ratio = torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+    lr = log_ratio.detach()
+    if level == "sequence":
+        lr = masked_sum(lr, mask, dim=-1).unsqueeze(-1).expand_as(log_ratio)
+    w = torch.where(adv >= 0, torch.ones_like(lr), torch.exp(lr.clamp(max=0.0)))   # clip(ratio, 0, 1)
+    per_token = _apply_is_weights(-w * adv * log_ratio, is_weights)
+    loss = aggregate_loss(per_token, mask, agg, max_len)
+    with torch.no_grad():
+        trunc = ((adv < 0) & (lr > 0)).to(lr.dtype)
+        metrics = {
+            "clip_frac": masked_mean(trunc, mask),
+            "clip_frac_low": masked_mean(torch.zeros_like(trunc), mask),
+            "clip_frac_high": masked_mean(trunc, mask),
+            "ratio_mean": masked_mean(torch.exp(log_ratio.detach()), mask),
+            "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
+            "topr_weight_mean": masked_mean(w, mask),
+        }
+    return loss, metrics
+
+
+PolicyLoss = Callable[..., "tuple[Tensor, dict[str, Tensor]]"]
+
+POLICY_LOSSES: dict[str, PolicyLoss] = {
+    "ppo_clip": ppo_clip_loss,       # also DAPO clip-higher: clip_high > clip_low
+    "dual_clip": dual_clip_loss,
+    "gspo": gspo_loss,
+    "topr": topr_loss,
+}
+"""Policy losses by name; uniform signature, see the module docstring."""
+
+
+def get_policy_loss(name: str, **params) -> PolicyLoss:
+    """The loss registered under ``name`` in :data:`POLICY_LOSSES`, with ``params`` bound."""
+    try:
+        fn = POLICY_LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy loss {name!r}; choose one of: {', '.join(sorted(POLICY_LOSSES))}") from None
+    return functools.partial(fn, **params) if params else fn
+
+
+def kl_loss(logp: Tensor, ref_logp: Tensor, mask: Tensor, *, kind: str = "k3", agg: str = "token_mean",
+            max_len: int | None = None) -> Tensor:
+    """KL(pi || pi_ref) as a loss term (GRPO, Shao et al. 2024): ``agg(KL_kind)`` with the per-token
+    estimator of :func:`rlvr.algorithms.kl.kl_estimate` (k1, k2 or k3; Schulman 2020).
+
+    Per-token gradients w.r.t. ``logp`` (``x = ref_logp - logp``): k1 -> 1,
+    k2 -> ``-x``, k3 -> ``1 - e^x``; times the aggregation weight.  Multiply
+    by ``kl_coef`` and add to the policy loss.
+    """
+    return aggregate_loss(kl_estimate(logp, ref_logp, kind, mask=mask), mask, agg, max_len)
+
+
+def entropy_bonus(entropy: Tensor, mask: Tensor, *, coef: float, agg: str = "token_mean",
+                  max_len: int | None = None) -> Tensor:
+    """Entropy regularisation term to *add to the loss* (Williams & Peng 1991; Mnih et al. 2016, A3C)::
+
+        L_ent = -coef * agg(H_t)
+
+    so minimising the total loss raises the policy entropy ``H_t`` (from
+    :func:`entropy_from_logits`, differentiable) when ``coef > 0``.
+    """
+    if entropy.shape != mask.shape:
+        raise ValueError(f"entropy {tuple(entropy.shape)} and mask {tuple(mask.shape)} must have the same shape")
+    return -coef * aggregate_loss(entropy, mask, agg, max_len)
 
 
 def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ref_logp: Tensor | None = None,
               kl_coef: float = 0.0, kl_kind: str = "k3", clip_low: float = 0.2, clip_high: float = 0.2,
-              agg: str = "token_mean", max_len: int | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+              agg: str = "token_mean", max_len: int | None = None, policy_loss: str = "ppo_clip",
+              policy_loss_params: dict | None = None, entropy: Tensor | None = None, entropy_coef: float = 0.0,
+              is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
 
         loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
                + kl_coef * agg(KL_kind(pi || pi_ref))
+               - entropy_coef * agg(H)
 
-    The first term is :func:`ppo_clip_loss`; the per-token KL estimate is
+    The first term is :func:`ppo_clip_loss`, or any loss of
+    :data:`POLICY_LOSSES` chosen by ``policy_loss`` (``clip_low`` /
+    ``clip_high`` are passed to ``"ppo_clip"`` and ``"dual_clip"`` only; other
+    hyper-parameters go in ``policy_loss_params``); ``is_weights`` are passed
+    through to it.  The per-token KL estimate is
     :func:`rlvr.algorithms.kl.kl_estimate` (``"k3"`` in the paper), reduced
     with the same aggregation ``agg``.  The KL term is added only when
-    ``kl_coef > 0``, which then requires ``ref_logp``.  Variants by arguments:
+    ``kl_coef > 0``, which then requires ``ref_logp``; the entropy bonus
+    (:func:`entropy_bonus`) only when ``entropy_coef != 0``, which then requires
+    ``entropy`` ([B, T], differentiable).  Variants by arguments:
     DAPO = ``clip_high > clip_low``, ``agg="token_mean"``, ``kl_coef=0``;
     Dr. GRPO = ``agg="seq_mean_token_sum_norm"`` with Dr. GRPO advantages.
 
     Returns:
-        ``(loss, metrics)``: the :func:`ppo_clip_loss` metrics plus ``pg_loss``
-        (the clipped-surrogate term) and, whenever ``ref_logp`` is given,
-        ``kl`` (the masked token-mean of the estimate; computed for
-        monitoring even when ``kl_coef == 0``).  All detached 0-dim tensors.
+        ``(loss, metrics)``: the policy loss's metrics plus ``pg_loss``
+        (the surrogate term), whenever ``ref_logp`` is given ``kl`` (the masked
+        token-mean of the estimate; computed for monitoring even when
+        ``kl_coef == 0``), and whenever ``entropy`` is given ``entropy`` (its
+        masked token-mean).  All detached 0-dim tensors.
     """
     if kl_coef < 0:
         raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
     if kl_coef > 0 and ref_logp is None:
         raise ValueError("kl_coef > 0 needs ref_logp (log-probs of the reference policy)")
-    pg_loss, metrics = ppo_clip_loss(logp, old_logp, advantages, mask, clip_low=clip_low, clip_high=clip_high,
-                                     agg=agg, max_len=max_len)
+    if entropy_coef != 0 and entropy is None:
+        raise ValueError("entropy_coef != 0 needs entropy (per-token policy entropy)")
+    params = dict(policy_loss_params or {})
+    if policy_loss in ("ppo_clip", "dual_clip"):
+        params.setdefault("clip_low", clip_low)
+        params.setdefault("clip_high", clip_high)
+    pg_loss, metrics = get_policy_loss(policy_loss)(logp, old_logp, advantages, mask, agg=agg, max_len=max_len,
+                                                    is_weights=is_weights, **params)
     metrics["pg_loss"] = pg_loss.detach()
     loss = pg_loss
     if ref_logp is not None:
@@ -206,6 +432,10 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
             with torch.no_grad():
                 kl = kl_estimate(logp.detach(), ref_logp, kl_kind, mask=mask)
         metrics["kl"] = masked_mean(kl.detach(), mask)
+    if entropy is not None:
+        if entropy_coef != 0:
+            loss = loss + entropy_bonus(entropy, mask, coef=entropy_coef, agg=agg, max_len=max_len)
+        metrics["entropy"] = masked_mean(entropy.detach(), mask)
     return loss, metrics
 
 

@@ -77,7 +77,8 @@ def test_ppo_with_is_weights():
 
 # --------------------------------------------------------------------------- GSPO
 def test_gspo_by_hand_and_gradient():
-    # row 0: log-ratios .1, .3 -> s0 = e^.2 = 1.2214028, A = +1; row 1: -.1 (one token) -> s1 = e^-.1 = 0.9048374, A = -1
+    # row 0: log-ratios .1, .3 -> s0 = e^.2 = 1.2214028, A = +1
+    # row 1: -.1 (one token) -> s1 = e^-.1 = 0.9048374, A = -1
     old = T([[-1.0, -1.0], [-1.0, -1.0]])
     logp = (old + T([[0.1, 0.3], [-0.1, 0.0]])).requires_grad_(True)
     mask = T([[1.0, 1.0], [1.0, 0.0]])

@@ -105,7 +105,8 @@ IS_CORRECTIONS = {
     "tis": truncated_is_weights,
     "mis": masked_is_weights,
 }
-"""IS corrections by name: ``fn(learner_logp, rollout_logp, mask, **params) -> [B, T] weights`` (``none``: no weights)."""
+"""IS corrections by name: ``fn(learner_logp, rollout_logp, mask, **params) -> [B, T] weights``
+(``"none"``: no weights)."""
 
 
 def is_correction_weights(name: str, learner_logp: Tensor, rollout_logp: Tensor, mask: Tensor,

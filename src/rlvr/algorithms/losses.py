@@ -144,6 +144,21 @@ def _apply_is_weights(per_token: Tensor, is_weights: Tensor | None) -> Tensor:
     return per_token * w
 
 
+def _clip_metrics(r: Tensor, a: Tensor, log_ratio: Tensor, mask: Tensor, clip_low: float,
+                  clip_high: float) -> dict[str, Tensor]:
+    """Clip fractions (a token is clipped low when A < 0 and r < 1 - eps_low, high when A > 0 and
+    r > 1 + eps_high), mean ratio and the k2 approximate KL 0.5 (log r)^2, all masked means."""
+    low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
+    high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
+    return {
+        "clip_frac": masked_mean(low + high, mask),
+        "clip_frac_low": masked_mean(low, mask),
+        "clip_frac_high": masked_mean(high, mask),
+        "ratio_mean": masked_mean(r, mask),
+        "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
+    }
+
+
 def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, clip_low: float = 0.2,
                   clip_high: float = 0.2, agg: str = "token_mean", max_len: int | None = None,
                   dual_clip: float | None = None,
@@ -207,15 +222,7 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
 
     with torch.no_grad():
         r, a = ratio.detach(), adv
-        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
-        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
-        metrics = {
-            "clip_frac": masked_mean(low + high, mask),
-            "clip_frac_low": masked_mean(low, mask),
-            "clip_frac_high": masked_mean(high, mask),
-            "ratio_mean": masked_mean(r, mask),
-            "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
-        }
+        metrics = _clip_metrics(r, a, log_ratio, mask, clip_low, clip_high)
         if dual_clip is not None:
             metrics["clip_frac_dual"] = masked_mean(((a < 0) & (r > dual_clip)).to(r.dtype), mask)
     return loss, metrics
@@ -272,18 +279,10 @@ def gspo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     loss = aggregate_loss(per_token, mask, agg, max_len)
     with torch.no_grad():
         r, a = s.detach(), adv
-        low = ((a < 0) & (r < 1.0 - clip_low)).to(r.dtype)
-        high = ((a > 0) & (r > 1.0 + clip_high)).to(r.dtype)
         has_tok = valid.any(-1)
         seq_s = torch.exp(seq_log_ratio)
-        metrics = {
-            "clip_frac": masked_mean(low + high, mask),
-            "clip_frac_low": masked_mean(low, mask),
-            "clip_frac_high": masked_mean(high, mask),
-            "ratio_mean": masked_mean(r, mask),
-            "approx_kl": masked_mean(0.5 * log_ratio.detach().square(), mask),
-            "seq_ratio_max": seq_s[has_tok].max() if bool(has_tok.any()) else torch.ones((), dtype=r.dtype),
-        }
+        metrics = _clip_metrics(r, a, log_ratio, mask, clip_low, clip_high)
+        metrics["seq_ratio_max"] = seq_s[has_tok].max() if bool(has_tok.any()) else torch.ones((), dtype=r.dtype)
     return loss, metrics
 
 

@@ -198,3 +198,58 @@ def test_bf16_autocast_trains_fp32_master_weights(tmp_path, tiny_tokenizer):
     assert any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
     # the fp32 sampler and the bf16 learner disagree a little: the mismatch metric must see it
     assert any(r["logprob_mismatch"] > 1e-5 for r in rows if r["learner_seqs"])
+
+
+@pytest.mark.parametrize("extra", [
+    ("algorithm.advantage=rloo", "algorithm.policy_loss=dual_clip"),
+    ("algorithm.advantage=passk", "algorithm.advantage_params.k=2", "rollout.group_size=8",
+     "algorithm.policy_loss=gspo",
+     "algorithm.loss_agg=seq_mean_token_mean"),
+    ("algorithm.advantage=w_reinforce", "algorithm.policy_loss=topr", "algorithm.entropy_coef=0.01"),
+    ("algorithm.advantage=noisy_backward", "algorithm.advantage_params={rho0: 0.1, rho1: 0.1}",
+     "algorithm.is_correction=tis", "rollout.dtype=bfloat16", "reward.overlong_cache_len=4"),
+])
+def test_algorithm_variants_train(tmp_path, tiny_tokenizer, extra):
+    model0 = make_model(tiny_tokenizer)
+    model, _ = _run(tiny_tokenizer, tmp_path, "train.steps=2", "eval.before_training=false",
+                    "eval.after_training=false", *extra, model=make_model(tiny_tokenizer))
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert {"adv_mean", "adv_std", "sampling_rounds"} <= set(rows[0])
+    trained = [r for r in rows if r["learner_seqs"] > 0]
+    assert trained and all({"clip_frac_low", "clip_frac_high", "loss"} <= set(r) for r in trained)
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows if "loss" in r)
+    assert any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+
+
+def test_dynamic_sampling_refills_with_informative_groups(tmp_path, tiny_tokenizer):
+    def half_constant(completion: str, reference: str) -> Verdict:
+        # odd-numbered problems: always right (a zero-variance group); the rest: parity
+        return Verdict(1.0 if int(reference) % 4 == 3 or len(completion) % 2 == 0 else 0.0, None, "")
+
+    cfg = _cfg(tmp_path, "train.steps=3", "algorithm.dynamic_sampling=true", "algorithm.max_sampling_rounds=6",
+               "eval.before_training=false", "eval.after_training=false")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer,
+          problems=(_problems(10, "t"), []), verifier=half_constant)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert any(r["sampling_rounds"] > 1 for r in rows)
+    for r in rows:
+        if r["sampling_rounds"] < 6:  # filled: every kept group is informative
+            assert r["zero_variance_groups"] == 0
+
+
+def test_reward_noise_injection_changes_rewards_not_accuracy(tmp_path, tiny_tokenizer):
+    never = lambda completion, reference: Verdict(0.0, None, "no")  # noqa: E731
+    cfg = _cfg(tmp_path, "train.steps=2", "reward.flip_false_positive=0.95", "eval.before_training=false",
+               "eval.after_training=false")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(_problems(10, "t"), []),
+          verifier=never)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert all(r["accuracy"] == 0 for r in rows)
+    assert sum(r["reward_mean"] for r in rows) / len(rows) > 0.8  # 16 samples per step, p = 0.95
+
+
+def test_config_rejects_unknown_or_unwired_estimators():
+    with pytest.raises(Exception, match="known: .*rloo"):
+        load_config(RunConfig, None, ["algorithm.advantage=nope"]).validate()
+    with pytest.raises(Exception, match="per-token"):
+        load_config(RunConfig, None, ["algorithm.advantage=gae"]).validate()

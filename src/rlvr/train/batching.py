@@ -48,11 +48,12 @@ def completion_start(batch: Batch) -> int:
 
 
 def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
-                    temperature: float = 1.0, with_entropy: bool = False):
+                    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False):
     """Per-token log p(token_t | tokens_<t) for columns ``start:``, under logits / temperature.
 
     Returns ``(logp [B, T - start], entropy [B, T - start] or None)``; columns
-    before ``start`` are not computed.
+    before ``start`` are not computed.  The entropy is detached unless
+    ``entropy_grad`` (needed for an entropy bonus).
     """
     T = input_ids.shape[1]
     keep = T - start + 1  # logits at positions start-1 .. T-2 predict tokens start .. T-1
@@ -64,7 +65,9 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         logits = logits / temperature
     logp = selective_log_softmax(logits, input_ids[:, start:])
     ent = None
-    if with_entropy:
+    if with_entropy and entropy_grad:
+        ent = entropy_from_logits(logits)
+    elif with_entropy:
         with torch.no_grad():
             ent = entropy_from_logits(logits.detach())
     return logp, ent

@@ -7,7 +7,7 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from rlvr.config import option
 
@@ -64,7 +64,22 @@ class RolloutConfig:
 
 @dataclass
 class AlgorithmConfig:
-    advantage: Literal["grpo", "drgrpo"] = option("grpo", "advantage estimator")
+    advantage: str = option("grpo", "advantage estimator, a name in rlvr.algorithms.ADVANTAGE_ESTIMATORS "
+                                    "(grpo, drgrpo, rloo, reinforce, reinforce_pp, passk, psr, nsr, w_reinforce, "
+                                    "quantile, noisy_backward, noisy_forward)")
+    advantage_params: dict[str, Any] = option(None, "estimator hyper-parameters, e.g. {k: 4} for passk, "
+                                              "{rho0: 0.1, rho1: 0.2} for noisy_backward", default_factory=dict)
+    policy_loss: Literal["ppo_clip", "dual_clip", "gspo", "topr"] = option(
+        "ppo_clip", "policy loss (PPO-clip, dual-clip, GSPO sequence ratio, TOPR)")
+    policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
+                                                "dual_clip; gspo/topr clip ranges", default_factory=dict)
+    entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
+    is_correction: Literal["none", "tis", "mis"] = option(
+        "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
+    is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
+                                       default_factory=dict)
+    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop all-equal-reward groups and refill the batch")
+    max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
     clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
@@ -73,7 +88,7 @@ class AlgorithmConfig:
         "token_mean", "how per-token losses are averaged")
     ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
     skip_zero_advantage: bool = option(
-        True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef is 0)")
+        True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
 
 
 @dataclass
@@ -81,6 +96,10 @@ class RewardConfig:
     verifier: str = option("numeric", "registered verifier name scoring each completion")
     correct_reward: float = option(1.0, "reward when the verifier accepts")
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
+    overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
+                                        "rollout.max_new_tokens (0: off)")
+    flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)")
+    flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
 
 
 @dataclass
@@ -135,7 +154,20 @@ class RunConfig:
             raise ValueError("train.steps must be >= 0")
         if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
             raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
-        if self.rollout.group_size < 2 and self.algorithm.advantage in ("grpo", "drgrpo"):
-            raise ValueError("group advantages need rollout.group_size >= 2")
+        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS, ESTIMATOR_EXTRA_INPUTS
+
+        adv = self.algorithm.advantage
+        if adv not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"algorithm.advantage: unknown estimator {adv!r}; "
+                             f"known: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
+        if adv in ("gae", "entropy_guided"):
+            raise ValueError(f"algorithm.advantage={adv} needs per-token inputs ({ESTIMATOR_EXTRA_INPUTS[adv]}) "
+                             "that the GRPO recipe does not produce yet (a value head / learner entropies)")
+        if self.rollout.group_size < 2 and adv not in ("reinforce", "reinforce_pp"):
+            raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
+        if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):
+            raise ValueError("reward.flip_false_positive and reward.flip_false_negative must be in [0, 1)")
+        if self.algorithm.max_sampling_rounds < 1:
+            raise ValueError("algorithm.max_sampling_rounds must be >= 1")
         if self.algorithm.kl_coef < 0:
             raise ValueError("algorithm.kl_coef must be >= 0")

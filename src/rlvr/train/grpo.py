@@ -31,10 +31,12 @@ from typing import Any, Callable
 import torch
 
 from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss
+from rlvr.algorithms.importance import is_correction_weights
 from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
 from rlvr.rollout import HFEngine, SamplingParams
+from rlvr.rewards import flip_rewards, soft_overlong_punishment
 from rlvr.rollout.hf import sampler_dtype
 from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -106,6 +108,47 @@ def _sub_batch(batch: Batch, rows: torch.Tensor) -> tuple[Batch, int]:
     return sub, completion_start(sub)
 
 
+def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg: RunConfig, step: int):
+    """Sample ``prompts_per_step`` groups, verify them and turn verdicts into rewards.
+
+    Reward shaping on top of the verifier: optional noise injection (for
+    noisy-verifier experiments; ``accuracy`` keeps the true verdicts) and DAPO's
+    soft overlong punishment.  With ``algorithm.dynamic_sampling`` all-equal-reward
+    groups are dropped and more prompts are drawn, up to ``max_sampling_rounds``
+    generation rounds; if still short the batch is topped up with dropped groups
+    (their advantage is 0, so they only count towards the step's statistics).
+
+    Returns ``(samples, verdicts, rewards, rounds, generation_seconds)``.
+    """
+    G, P, rcfg = params.n, cfg.train.prompts_per_step, cfg.reward
+    noise = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)  # resume-exact
+    kept: list[tuple] = []
+    dropped: list[tuple] = []
+    t_gen, rounds = 0.0, 0
+    while len(kept) < P and rounds < (cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1):
+        rounds += 1
+        problems = sampler.next(P)
+        t0 = time.perf_counter()
+        groups = engine.generate(problems, params)
+        t_gen += time.perf_counter() - t0
+        for problem, group in zip(problems, groups):
+            verdicts = [safe_verify(verifier, s.text, problem.answer) for s in group]
+            correct = torch.tensor([float(v.correct) for v in verdicts])
+            if rcfg.flip_false_positive or rcfg.flip_false_negative:
+                correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
+            reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * correct
+            if rcfg.overlong_cache_len:
+                lengths = torch.tensor([float(s.num_tokens) for s in group])
+                reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
+            informative = bool((reward != reward[0]).any())
+            (kept if informative or not cfg.algorithm.dynamic_sampling else dropped).append((group, verdicts, reward))
+    chosen = (kept + dropped)[:P]
+    samples = [s for g, _, _ in chosen for s in g]
+    verdicts = [v for _, vs, _ in chosen for v in vs]
+    rewards = torch.cat([r for _, _, r in chosen])
+    return samples, verdicts, rewards, rounds, t_gen
+
+
 def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None) -> dict[str, float]:
     """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
 
@@ -117,13 +160,14 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     B = batch.input_ids.shape[0]
     total_tokens = batch.completion_mask.sum().clamp(min=1)
     rows = torch.arange(B)
-    if alg.skip_zero_advantage and alg.kl_coef == 0:
+    if alg.skip_zero_advantage and alg.kl_coef == 0 and alg.entropy_coef == 0:
         rows = rows[batch.advantages != 0]
     sums: dict[str, float] = {}
     weight_total = 0.0
     grad_norm = 0.0
     model.train()
     old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
+    is_weights: dict[int, torch.Tensor | None] = {}
     device_type = next(model.parameters()).device.type
     amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
     for epoch in range(alg.ppo_epochs):
@@ -132,12 +176,17 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
             mb, start = _sub_batch(batch, chunk)
             with amp:
                 logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                            cfg.rollout.temperature, with_entropy=True)
+                                            cfg.rollout.temperature, with_entropy=True,
+                                            entropy_grad=alg.entropy_coef > 0)
             mask = mb.completion_mask[:, start:]
             if epoch == 0:
                 old_logps[ci] = logp.detach()
-                mismatch = ((logp.detach() - mb.old_logprobs[:, start:]).abs() * mask).sum()
+                rollout_logp = mb.old_logprobs[:, start:]
+                mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
                 sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch)
+                # sampler -> learner importance weights (precision mismatch, stale weights)
+                is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
+                                                       **alg.is_params)
             ref_logp = None
             if alg.kl_coef > 0:
                 with torch.no_grad(), amp:
@@ -145,12 +194,15 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                                                   cfg.rollout.temperature)
             loss, m = grpo_loss(logp, old_logps[ci], mb.advantages, mask, ref_logp=ref_logp,
                                 kl_coef=alg.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
-                                clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens)
+                                clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
+                                policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
+                                entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
+                                is_weights=is_weights[ci])
             w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
             (loss * w).backward()
             n_tok = float(mask.sum())
             m = {k: float(v) for k, v in m.items()}
-            m["entropy"] = float((ent * mask).sum() / mask.sum().clamp(min=1))
+            m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
             m["loss"] = float(loss.detach())
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n_tok
@@ -212,7 +264,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     train_problems, heldout = problems if problems is not None else build_task(cfg.task)
     verifier = verifier or get_verifier(cfg.reward.verifier)
-    estimator = get_advantage_estimator(cfg.algorithm.advantage)
+    estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
                       dtype=sampler_dtype(cfg.rollout.dtype))
     engine.generator.manual_seed(tcfg.seed)
@@ -261,18 +313,10 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             t0 = time.perf_counter()
             # snapshot so that an interrupt during rollouts checkpoints the pre-step state exactly
             pre_state = (sampler.position, rng_state(engine.generator))
-            batch_problems = sampler.next(tcfg.prompts_per_step)
-            groups = engine.generate(batch_problems, params)
-            t_gen = time.perf_counter() - t0
-
-            samples = [s for g in groups for s in g]
-            answers = [p.answer for p, g in zip(batch_problems, groups) for _ in g]
-            verdicts = [safe_verify(verifier, s.text, a) for s, a in zip(samples, answers)]
-            rewards = torch.tensor([cfg.reward.correct_reward if v.correct else cfg.reward.wrong_reward
-                                    for v in verdicts])
+            samples, verdicts, rewards, rounds, t_gen = _collect_rollouts(engine, sampler, verifier, params, cfg, step)
+            t_ver = time.perf_counter() - t0 - t_gen
             advantages = estimator(rewards, cfg.rollout.group_size)
             batch = collate(samples, advantages, engine.pad_id)
-            t_ver = time.perf_counter() - t0 - t_gen
 
             # The update and its log line are one unit: Ctrl-C waits for both.
             with _deferred_interrupts():
@@ -290,6 +334,9 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                     "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
                     "zero_variance_groups": float(
                         group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
+                    "sampling_rounds": rounds,
+                    "adv_mean": float(advantages.mean()), "adv_std": float(advantages.std()) if len(advantages) > 1
+                    else 0.0, "adv_abs_mean": float(advantages.abs().mean()),
                     "lr": scheduler.get_last_lr()[0],
                     **learn,
                     "tokens_per_s": gen_tokens / max(t_gen, 1e-9),

@@ -1,0 +1,158 @@
+"""The code verifiers: ``code_humaneval`` (a check function) and ``code_stdio`` (stdin/stdout cases).
+
+References are JSON strings (dicts are accepted too):
+
+* ``code_humaneval``: ``{"test": "<program defining check(candidate)>",
+  "entry_point": "<function name>", "prompt": "<optional: the function header
+  and docstring>"}``.  The program run is ``prompt + "\\n" + code + "\\n" + test +
+  "\\ncheck(<entry_point>)"``, so the code may be a full function or (as in the
+  HumanEval canonical solutions) just the body that continues the prompt.
+* ``code_stdio``: ``[{"input": "...", "output": "..."}, ...]``.  Outputs are
+  compared line by line after stripping trailing whitespace and trailing blank lines.
+
+The code is the last ```python fenced block of the completion, or the whole
+completion when it has none (:func:`~rlvr.verifiers.code.extract.extract_code`).
+Every failure, including bad input, is a 0.0 verdict with a reason; the verifiers
+never raise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlvr.types import Verdict
+from rlvr.verifiers.base import Verifier, register_verifier
+from rlvr.verifiers.code.extract import extract_code
+from rlvr.verifiers.code.sandbox import SandboxLimits, SandboxResult, run_many, run_python
+
+__all__ = ["humaneval_verifier", "stdio_verifier", "MAX_CODE_CHARS"]
+
+MAX_CODE_CHARS = 100_000
+"""Longer programs are refused without running."""
+
+
+def _limits(timeout: float, memory_mb: int, **extra: Any) -> SandboxLimits:
+    return SandboxLimits(timeout=timeout, memory_mb=memory_mb, **extra)
+
+
+def _load_reference(reference: Any) -> Any:
+    if isinstance(reference, (dict, list)):
+        return reference
+    if not isinstance(reference, str):
+        raise ValueError(f"reference must be a JSON string, got {type(reference).__name__}")
+    return json.loads(reference)
+
+
+def _code_or_reason(completion: Any) -> tuple[str | None, str]:
+    if not isinstance(completion, str):
+        return None, f"completion is not a string ({type(completion).__name__})"
+    code = extract_code(completion)
+    if code is None:
+        return None, "no code found"
+    if len(code) > MAX_CODE_CHARS:
+        return None, f"code too long ({len(code)} chars > {MAX_CODE_CHARS})"
+    if "\x00" in code:
+        return None, "code contains NUL bytes"
+    return code, ""
+
+
+def _last_line(text: str, limit: int = 200) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    s = lines[-1].strip() if lines else ""
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def describe_failure(res: SandboxResult) -> str:
+    """A one-line reason for a failed run."""
+    if res.status == "timeout":
+        return f"timeout after {res.elapsed:.1f}s"
+    if res.status == "output_limit":
+        return "output limit exceeded"
+    if res.status == "killed":
+        return f"killed by signal {-(res.returncode or 0)} (CPU or memory limit)"
+    if res.status == "setup_error":
+        return f"sandbox error: {_last_line(res.stderr)}"
+    return f"failed: {_last_line(res.stderr) or f'exit code {res.returncode}'}"
+
+
+@register_verifier("code_humaneval")
+def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024) -> Verifier:
+    """Score 1.0 when the completion's code passes the reference's ``check(entry_point)``.
+
+    Args:
+        timeout: wall seconds for the whole program (CPU limit follows it).
+        memory_mb: address-space limit of the child.
+    """
+    limits = _limits(timeout, memory_mb)
+
+    def verify(completion: str, reference: str) -> Verdict:
+        try:
+            code, why = _code_or_reason(completion)
+            if code is None:
+                return Verdict(0.0, None, why)
+            try:
+                ref = _load_reference(reference)
+                test, entry = ref["test"], ref["entry_point"]
+                prompt = ref.get("prompt", "") or ""
+                if not all(isinstance(x, str) for x in (test, entry, prompt)) or not entry.isidentifier():
+                    raise ValueError("test/entry_point/prompt must be strings, entry_point an identifier")
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                return Verdict(0.0, code, f"bad reference: {type(e).__name__}: {str(e)[:200]}")
+            program = f"{prompt}\n{code}\n\n{test}\n\ncheck({entry})\n"
+            res = run_python(program, "", limits)
+            if res.ok:
+                return Verdict(1.0, code, "passed")
+            return Verdict(0.0, code, describe_failure(res))
+        except Exception as e:  # noqa: BLE001 - a reward must never crash training
+            return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {str(e)[:200]}")
+
+    return verify
+
+
+def _normalise(out: str) -> list[str]:
+    lines = [ln.rstrip() for ln in out.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+@register_verifier("code_stdio")
+def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = False,
+                   workers: int | None = None) -> Verifier:
+    """Score the completion's program on ``[{"input", "output"}, ...]`` test cases.
+
+    Args:
+        timeout: wall seconds per test case.
+        memory_mb: address-space limit of the child.
+        partial: score = fraction of cases passed (default: 1.0 only if all pass).
+        workers: cases run in parallel on this many threads (default: CPU count).
+    """
+    limits = _limits(timeout, memory_mb)
+
+    def verify(completion: str, reference: str) -> Verdict:
+        try:
+            code, why = _code_or_reason(completion)
+            if code is None:
+                return Verdict(0.0, None, why)
+            try:
+                cases = _load_reference(reference)
+                if not isinstance(cases, list) or not cases:
+                    raise ValueError("expected a non-empty list of {input, output} cases")
+                cases = [(str(c.get("input", "")), str(c["output"])) for c in cases]
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                return Verdict(0.0, code, f"bad reference: {type(e).__name__}: {str(e)[:200]}")
+            results = run_many([(code, inp) for inp, _ in cases], limits, workers=workers)
+            passed, first_fail = 0, ""
+            for i, ((_, expected), res) in enumerate(zip(cases, results)):
+                if res.ok and _normalise(res.stdout) == _normalise(expected):
+                    passed += 1
+                elif not first_fail:
+                    first_fail = f"case {i}: " + (describe_failure(res) if not res.ok else "wrong output")
+            score = passed / len(cases) if partial else float(passed == len(cases))
+            reason = f"passed {passed}/{len(cases)}" + (f"; {first_fail}" if first_fail else "")
+            return Verdict(score, code, reason)
+        except Exception as e:  # noqa: BLE001
+            return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {str(e)[:200]}")
+
+    return verify

@@ -12,6 +12,8 @@ from rlvr.verifiers.base import (
     safe_verify,
 )
 from rlvr.verifiers.numeric import MODES, extract_final_answer, numeric_verifier, parse_number
+from rlvr.verifiers import code as _code, format as _format, instruction as _instruction  # noqa: F401,E402 (register)
+from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, judge_fallback)
 
 __all__ = [
     "Verifier",

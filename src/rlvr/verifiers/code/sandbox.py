@@ -22,13 +22,15 @@ default here):
   * the parent's environment: the child gets an empty environment and cannot read
     ``/proc/<parent>/environ`` (a different uid).
 ``userns`` (non-root, unprivileged user namespaces allowed): no network via a new
-  user + network namespace; files, processes and signals are only guarded by the
-  audit hook (same uid as the parent).
+  user + network namespace; files and signals are only guarded by the audit hook
+  (same uid as the parent); ``RLIMIT_NPROC`` is set to what the uid already runs
+  plus ``max_processes`` (a process-count cap shared with the parent's uid).
 ``audit`` (nothing else available): an audit hook installed before the program
   refuses sockets, ctypes, fork/exec/subprocess, signals to other processes,
   writes and deletes outside the work directory and reads of other processes'
-  /proc entries.  Python-level only: a guard against accidents and naive
-  attacks, not a security boundary.
+  /proc entries, plus the same process-count cap.  Python-level only: a guard
+  against accidents and naive attacks, not a security boundary (native code, or
+  private modules such as ``_posixsubprocess``, can get around it).
 
 All levels: ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``, ``RLIMIT_FSIZE``,
 ``RLIMIT_NOFILE``, ``RLIMIT_CORE=0``, a wall-clock limit that kills the whole
@@ -254,6 +256,17 @@ def _killpg(pid: int) -> None:
         pass
 
 
+def _nproc_limit(limits: SandboxLimits, mode: str, uid: int) -> int | None:
+    """``RLIMIT_NPROC`` for the child: the cap for a fresh uid; for a shared non-root uid,
+    what that uid already runs plus the cap (a process-count cap); none for root,
+    which the kernel does not limit."""
+    if mode == "namespace":
+        return limits.max_processes
+    if uid == 0:
+        return None
+    return len(_pids_of_uid(uid)) + limits.max_processes
+
+
 def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: bool) -> SandboxResult:
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="rlvr-sbx-")
@@ -269,7 +282,7 @@ def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: 
             "cpu_seconds": limits.cpu_seconds or int(limits.timeout) + 2,
             "file_size_mb": limits.file_size_mb, "tmpfs_mb": limits.tmpfs_mb,
             "max_open_files": limits.max_open_files,
-            "max_processes": limits.max_processes if mode == "namespace" else None,
+            "max_processes": _nproc_limit(limits, mode, uid),
             "audit_hook": audit_hook,
         }
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8",

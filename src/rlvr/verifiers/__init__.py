@@ -1,6 +1,10 @@
 """Verifiers: callables ``(completion, reference) -> Verdict`` and their registry.
 
-Importing this package registers the built-in verifiers (``"numeric"``).
+Importing this package registers the built-in verifiers: ``numeric`` (boxed /
+last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
+``format`` and ``instruction`` (IFEval-style constraints), ``judge`` and
+``judge_fallback`` (a model judge, alone or behind a rule verifier).
+``list_verifiers()`` gives the current names.
 """
 
 from rlvr.verifiers.base import (

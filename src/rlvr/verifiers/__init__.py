@@ -18,6 +18,7 @@ from rlvr.verifiers.base import (
 from rlvr.verifiers.numeric import MODES, extract_final_answer, numeric_verifier, parse_number
 from rlvr.verifiers import code as _code, format as _format, instruction as _instruction  # noqa: F401,E402 (register)
 from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, judge_fallback)
+from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
 
 __all__ = [
     "Verifier",

@@ -1,0 +1,139 @@
+"""Step 2 of the math verifier: clean an answer string and recognise its kind.
+
+:func:`clean` removes presentation that carries no value (math delimiters,
+``\\left``/``\\right``, spacing, ``\\dfrac``, degree signs, trailing units in
+``\\text{}`` or words, currency signs, a leading ``x =``) and rewrites what
+latex2sympy misreads (``10{,}000``, ``1,000``, ``3e5``, ``0.\\overline{3}``,
+``2 1/2``).  :func:`to_number` reads a cleaned answer as an exact number with
+no sympy at all (the fast path); :func:`choice_letter` and :func:`as_text`
+recognise multiple-choice and word answers.  Nothing here evaluates powers or
+builds big integers, so adversarial inputs stay cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number"]
+
+Number = tuple[Fraction, bool]
+"""An exact value and whether it was written as a percentage."""
+
+_MAX_EXP = 400  # larger decimal exponents go to the (sandboxed) symbolic path
+
+_DELIMS_RE = re.compile(r"\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[,;:! ]|\\q?quad|~|\\\(|\\\)|\\\[|\\\]|\$")
+_DFRAC_RE = re.compile(r"\\[dt]frac")
+_DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\u00b0|\\degree|\s*\bdegrees?\b", re.IGNORECASE)
+_THOUSANDS_BRACE_RE = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
+_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_TEXT_CMD = r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*"
+_TRAILING_UNIT_RE = re.compile(_TEXT_CMD + r"\{\s*[a-zA-Z][a-zA-Z .]*\}(?:\s*\^\s*\{?[23]\}?)?\s*$")
+_TRAILING_WORDS_RE = re.compile(r"(?<=[\d}])\s+[a-zA-Z][a-zA-Z .]*(?:\^\s*\{?[23]\}?)?$")
+_LEADING_VAR_RE = re.compile(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=\s*(?=[^=]+$)")
+_CURRENCY_RE = re.compile(r"^\s*(?:\\\$|\$|USD|Rs\.?|\u20ac|\u00a3)\s*|\s*(?:dollars?|cents?)\s*$", re.IGNORECASE)
+_SCI_RE = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+))\s*(?:[eE]\s*([-+]?\d{1,4})|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([-+]?\d{1,4})\s*\}?)$")
+_REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}$")
+_FRAC_RE = re.compile(r"^([-+]?)\s*(\d+\s*)?\\frac\s*(?:\{\s*([-+]?\d+(?:\.\d+)?)\s*\}|(\d))\s*(?:\{\s*(\d+(?:\.\d+)?)\s*\}|(\d))$")
+_SLASH_RE = re.compile(r"^([-+]?)\s*(?:(\d+)\s+)?(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)$")
+_DECIMAL_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
+_CHOICE_RE = re.compile(r"^\(?\s*([A-J])\s*\)?\s*(?:[.:)]|$)")
+_WRAP_TEXT_RE = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
+
+
+def squash(s: str) -> str:
+    """``s`` without whitespace, for cheap string equality."""
+    return re.sub(r"\s+", "", s)
+
+
+def clean(s: str) -> str:
+    """Presentation-free LaTeX for one answer (see the module docstring)."""
+    s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
+    s = _DELIMS_RE.sub(" ", s)
+    s = _DFRAC_RE.sub(r"\\frac", s)
+    s = _THOUSANDS_BRACE_RE.sub("", s)
+    s = s.strip().rstrip(".;").strip()
+    s = _DEGREE_RE.sub("", s).strip()
+    s = _CURRENCY_RE.sub("", s).strip()
+    for _ in range(2):  # "5 \text{cm}^2", then a unit after a leftover "\text{ }" wrapper
+        if _TRAILING_UNIT_RE.search(s) and not _TRAILING_UNIT_RE.match(s):
+            s = _TRAILING_UNIT_RE.sub("", s).strip()
+    if _TRAILING_WORDS_RE.search(s):
+        s = _TRAILING_WORDS_RE.sub("", s).strip()
+    if s.startswith("{") and s.endswith("}") and "}" not in s[1:-1] and "{" not in s[1:-1]:
+        s = s[1:-1].strip()
+    rest = _LEADING_VAR_RE.sub("", s)
+    if rest != s and to_number(rest) is not None:  # "x = 5" -> "5" (equations keep their form)
+        s = rest.strip()
+    if _THOUSANDS_RE.fullmatch(s):
+        s = s.replace(",", "")
+    return s
+
+
+def _dec(text: str) -> Fraction:
+    return Fraction(text) if text not in ("", "+", "-") else Fraction(0)
+
+
+def to_number(s: str) -> Number | None:
+    """The exact value of a cleaned answer that is a plain number, else None.
+
+    Integers, decimals, ``a/b``, ``\\frac{a}{b}``, mixed numbers (``2\\frac{1}{2}``,
+    ``2 1/2``), repeating decimals (``0.\\overline{3}``), scientific notation
+    (``3e5``, ``3 \\times 10^{5}``) and a trailing ``%`` (flagged, value kept).
+    """
+    t = s.strip()
+    pct = t.endswith("%")
+    if pct:
+        t = t[:-1].strip()
+    if len(t) > 200 or not t:
+        return None
+    try:
+        if _DECIMAL_RE.match(t):
+            return Fraction(t), pct
+        m = _SCI_RE.match(t)
+        if m:
+            exp = int(m.group(2) or m.group(3))
+            return (Fraction(m.group(1)) * Fraction(10) ** exp, pct) if abs(exp) <= _MAX_EXP else None
+        m = _REPEAT_RE.match(t)
+        if m:
+            sign, whole, fixed, rep = m.groups()
+            base = _dec(f"{whole or 0}.{fixed}" if fixed else whole or "0")
+            value = base + Fraction(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+            return (-value if sign == "-" else value), pct
+        m = _FRAC_RE.match(t) or _SLASH_RE.match(t)
+        if m:
+            if m.re is _FRAC_RE:
+                sign, whole, num, den = m.group(1), m.group(2), m.group(3) or m.group(4), m.group(5) or m.group(6)
+            else:
+                sign, whole, num, den = m.groups()
+            if Fraction(den) == 0:
+                return None
+            value = Fraction(num) / Fraction(den)
+            if whole and whole.strip():
+                if value < 0:
+                    return None
+                value += int(whole)
+            return (-value if sign == "-" else value), pct
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return None
+
+
+def choice_letter(s: str) -> str | None:
+    """The option letter of a multiple-choice answer (``B``, ``(B)``, ``\\text{(B)}``, ``B) 12``)."""
+    t = _WRAP_TEXT_RE.sub(r"\1", s).strip()
+    m = _CHOICE_RE.match(t)
+    return m.group(1) if m else None
+
+
+def as_text(s: str) -> str | None:
+    """A word answer (``\\text{Monday}``, ``east``) in lower case, or None if ``s`` looks like math."""
+    t = s
+    for _ in range(3):
+        t = _WRAP_TEXT_RE.sub(r"\1", t)
+    t = t.strip().strip(".").strip()
+    if "\\" in t or any(c.isdigit() for c in t) or not re.search(r"[a-zA-Z]{2}", t):
+        return None
+    if re.search(r"[=+*/^<>_{}()\[\]]", t):
+        return None
+    return re.sub(r"\s+", " ", t).lower()

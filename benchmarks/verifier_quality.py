@@ -1,0 +1,113 @@
+"""Quality and speed of the ``math`` verifier against plain math-verify.
+
+    python benchmarks/verifier_quality.py [--cases benchmarks/data/verifier_cases.jsonl]
+                                          [--workers 2] [--repeat 2] [--no-refs]
+
+Reads labelled ``{"category", "gold", "completion", "label"}`` cases and prints,
+for rlvr's ``math`` verifier (defaults) and for ``math_verify.verify(parse(gold),
+parse(completion))`` (math-verify's defaults on both sides), the false-negative
+rate (correct completions rejected), the false-positive rate (wrong ones
+accepted), the errors per category, and verifications/s single-process and with
+``--workers`` processes (rlvr's ``verify_batch``).  Unless ``--no-refs``, it also
+checks every MATH-500 reference solution and GSM8K solution in ``../shared/data``
+against its own answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+
+def load_cases(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_math_verify(cases: list[dict]) -> tuple[list[bool], float]:
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    out, t0 = [], time.perf_counter()
+    for c in cases:
+        try:
+            out.append(bool(verify(parse(c["gold"]), parse(c["completion"]))))
+        except Exception:  # noqa: BLE001 - count a crash as a rejection
+            out.append(False)
+    return out, time.perf_counter() - t0
+
+
+def run_rlvr(cases: list[dict], workers: int) -> tuple[list[bool], float]:
+    from rlvr.verifiers.batch import verify_batch
+
+    t0 = time.perf_counter()
+    verdicts = verify_batch("math", [c["completion"] for c in cases], [c["gold"] for c in cases], workers=workers)
+    return [v.correct for v in verdicts], time.perf_counter() - t0
+
+
+def rates(pred: list[bool], cases: list[dict]) -> tuple[float, float, Counter, Counter]:
+    pos = [p for p, c in zip(pred, cases) if c["label"]]
+    neg = [p for p, c in zip(pred, cases) if not c["label"]]
+    fn = Counter(c["category"] for p, c in zip(pred, cases) if c["label"] and not p)
+    fp = Counter(c["category"] for p, c in zip(pred, cases) if not c["label"] and p)
+    return pos.count(False) / len(pos), neg.count(True) / len(neg), fn, fp
+
+
+def reference_checks() -> None:
+    from rlvr.verifiers import get_verifier
+
+    if not DATA.is_dir():
+        print(f"reference checks skipped: {DATA} not found")
+        return
+    verify = get_verifier("math")
+    math500 = [json.loads(x) for x in (DATA / "math500_test.jsonl").read_text().splitlines() if x.strip()]
+    bad = [r["unique_id"] for r in math500 if not verify(r["solution"], r["answer"]).correct]
+    print(f"MATH-500 reference solutions verified: {len(math500) - len(bad)}/{len(math500)}  {bad[:5]}")
+    gsm = [json.loads(x) for x in (DATA / "gsm8k_test.jsonl").read_text().splitlines() if x.strip()]
+    badg = [i for i, r in enumerate(gsm) if not verify(r["answer"], r["answer"].split("####")[-1].strip()).correct]
+    print(f"GSM8K test solutions verified against their #### number: {len(gsm) - len(badg)}/{len(gsm)}  {badg[:5]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", type=Path, default=ROOT / "benchmarks" / "data" / "verifier_cases.jsonl")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the parallel rlvr run")
+    ap.add_argument("--repeat", type=int, default=2, help="copies of the case list in the throughput runs")
+    ap.add_argument("--no-refs", action="store_true", help="skip the MATH-500 / GSM8K reference checks")
+    args = ap.parse_args()
+
+    cases = load_cases(args.cases)
+    n_pos = sum(c["label"] for c in cases)
+    print(f"{len(cases)} cases ({n_pos} correct, {len(cases) - n_pos} wrong), "
+          f"{len({c['category'] for c in cases})} categories\n")
+
+    mv_pred, _ = run_math_verify(cases)
+    rl_pred, _ = run_rlvr(cases, workers=1)  # also warms rlvr's sandbox worker
+    print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
+    for name, pred in (("math-verify", mv_pred), ("rlvr math", rl_pred)):
+        fnr, fpr, fn, fp = rates(pred, cases)
+        print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+
+    bench = cases * args.repeat
+    _, t_mv = run_math_verify(bench)
+    _, t_1 = run_rlvr(bench, workers=1)
+    par_pred, t_n = run_rlvr(bench, workers=args.workers)
+    assert par_pred == rl_pred * args.repeat, "parallel verdicts differ from sequential ones"
+    print(f"\nthroughput on {len(bench)} verifications (same inputs):")
+    print(f"  math-verify, 1 process : {len(bench) / t_mv:8.1f} verifications/s")
+    print(f"  rlvr math,   1 process : {len(bench) / t_1:8.1f} verifications/s")
+    print(f"  rlvr math, {args.workers} processes : {len(bench) / t_n:8.1f} verifications/s "
+          f"(x{t_1 / t_n:.2f}, pool start-up included)")
+    if not args.no_refs:
+        print()
+        reference_checks()
+
+
+if __name__ == "__main__":
+    main()

@@ -30,14 +30,16 @@ def load_cases(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_math_verify(cases: list[dict]) -> tuple[list[bool], float]:
+def run_math_verify(cases: list[dict], wrap_gold: bool = False) -> tuple[list[bool], float]:
+    """``verify(parse(gold), parse(completion))``; ``wrap_gold`` parses ``$gold$`` instead."""
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     out, t0 = [], time.perf_counter()
     for c in cases:
+        gold = f"${c['gold']}$" if wrap_gold else c["gold"]
         try:
-            out.append(bool(verify(parse(c["gold"]), parse(c["completion"]))))
+            out.append(bool(verify(parse(gold), parse(c["completion"]))))
         except Exception:  # noqa: BLE001 - count a crash as a rejection
             out.append(False)
     return out, time.perf_counter() - t0
@@ -88,10 +90,15 @@ def main() -> None:
           f"{len({c['category'] for c in cases})} categories\n")
 
     mv_pred, _ = run_math_verify(cases)
+    mv_wrapped, _ = run_math_verify(cases, wrap_gold=True)
     rl_pred, _ = run_rlvr(cases, workers=1)  # also warms rlvr's sandbox worker
     print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
-    for name, pred in (("math-verify", mv_pred), ("rlvr math", rl_pred)):
+    rows = (("math-verify", mv_pred), ("rlvr math", rl_pred), ("(math-verify with $gold$, for reference)", mv_wrapped))
+    for name, pred in rows:
         fnr, fpr, fn, fp = rates(pred, cases)
+        if name.startswith("("):
+            print(f"{name}: FN {fnr:.1%}  FP {fpr:.1%}  FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+            continue
         print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
 
     bench = cases * args.repeat

@@ -94,6 +94,19 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise ValueError(f"timeout must be seconds in (0, 3600], got {timeout!r}")
 
+    def compare(g: str, p: str) -> tuple[bool, str]:
+        quick = quick_compare(g, p, float(tolerance))
+        if quick is not None:
+            return quick
+        if not isolate:
+            return symbolic_compare(g, p, float(tolerance))
+        status, value = get_sandbox().call(symbolic_compare, (g, p, float(tolerance)), float(timeout))
+        if status == "timeout":
+            return False, f"timeout: symbolic check over {timeout:g}s"
+        if status == "error":
+            return False, f"verifier error: {_short(value, 200)}"
+        return value
+
     def check(completion: Any, reference: Any) -> Verdict:
         gold = _reference_answer(reference)
         if gold is None:
@@ -117,21 +130,15 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             hedge = find_hedge(answer)
             if hedge:
                 return Verdict(0.0, answer, hedge)
-        g, p = clean(gold), clean(answer)
-        quick = quick_compare(g, p, float(tolerance))
-        if quick is not None:
-            ok, why = quick
-        elif isolate:
-            status, value = get_sandbox().call(symbolic_compare, (g, p, float(tolerance)), float(timeout))
-            if status == "timeout":
-                return Verdict(0.0, answer, f"timeout: symbolic check over {timeout:g}s")
-            if status == "error":
-                return Verdict(0.0, answer, f"verifier error: {_short(value, 200)}")
-            ok, why = value
-        else:
-            ok, why = symbolic_compare(g, p, float(tolerance))
+        g = clean(gold)
+        ok, why = compare(g, clean(answer))
+        for other in ex.others[:4]:  # several boxed answers: all must be right, else it is a hedge
+            if ok and not compare(g, clean(other))[0]:
+                return Verdict(0.0, answer, f"hedged: different boxed answers ({_short(other, 30)!r}, {_short(answer, 30)!r})")
         if ok:
             return Verdict(1.0, answer, why)
+        if why.startswith(("timeout", "verifier error")):
+            return Verdict(0.0, answer, why)
         return Verdict(0.0, answer, f"{why}: {_short(answer)} != {_short(gold)}")
 
     def math_verify_fn(completion: Any, reference: Any) -> Verdict:

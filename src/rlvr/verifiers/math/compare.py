@@ -53,7 +53,9 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         return False, "mismatch (text)"
     g, p = to_number(gold), to_number(pred)
     if g is not None and p is not None:
-        ok = any(numbers_close(a, b, tolerance) for a in _values(g) for b in _values(p))
+        rounded = "." in gold or "." in pred  # a decimal on either side: also equal to 6 places, as math-verify
+        ok = any(numbers_close(a, b, tolerance) or (rounded and round(a, 6) == round(b, 6))
+                 for a in _values(g) for b in _values(p))
         return ok, "match (numeric)" if ok else "mismatch (numeric)"
     if g is not None and as_text(pred) is not None:
         return False, "mismatch: words for a number"

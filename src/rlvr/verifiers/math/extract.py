@@ -9,7 +9,7 @@
 5. the last number in the text                         (``lenient`` only).
 
 ``strict`` accepts only 1-3.  It also rejects answers that are *hedged* (two
-different boxed answers, "3 or 4") or *retracted* later in the text ("... wait,
+boxed answers that are not all equal, "3 or 4") or *retracted* later in the text ("... wait,
 that's wrong").  Every regular expression here is linear-time (no nested
 unbounded quantifiers), so megabyte inputs cannot make extraction hang.
 """
@@ -58,6 +58,9 @@ class Extraction:
     """Why the answer must be rejected even if it is right (hedged, retracted), else None."""
     end: int = 0
     """Offset in the completion just past the answer (where a retraction would start)."""
+    others: tuple[str, ...] = ()
+    """Earlier boxed answers that differ from ``answer`` as strings; the verifier
+    requires all of them to be equal to the reference (else the answer is hedged)."""
 
 
 def boxed_spans(text: str) -> list[tuple[int, int]]:
@@ -92,7 +95,7 @@ def _rest_of_line(text: str, start: int, limit: int = 300) -> tuple[str, int]:
     chunk = text[start:start + limit]
     m = _LINE_END_RE.search(chunk)
     piece = chunk[: m.start()] if m else chunk
-    return piece.strip(), start + len(piece)
+    return piece.strip().strip("*:").strip(), start + len(piece)
 
 
 def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
@@ -136,11 +139,11 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
     if spans:
         # Keep only outermost boxes (a box inside a box is part of the answer).
         outer = [sp for sp in spans if not any(o[0] < sp[0] and sp[1] < o[1] for o in spans)]
-        answers = [text[s:e].strip() for s, e in outer]
-        last = answers[-1]
-        if len({_squash(a) for a in answers}) > 1:
-            return Extraction(last, "boxed", f"hedged: {len(set(answers))} different boxed answers", outer[-1][1] + 1)
-        return Extraction(last, "boxed", None, outer[-1][1] + 1)
+        # An earlier box taken back before the next one ("\\boxed{3} wait, no ... \\boxed{4}") is no hedge.
+        kept = [(s, e) for i, (s, e) in enumerate(outer[:-1]) if not _RETRACT_RE.search(text, e, outer[i + 1][0])]
+        last = text[outer[-1][0]:outer[-1][1]].strip()
+        others = tuple(dict.fromkeys(a for a in (text[s:e].strip() for s, e in kept) if _squash(a) != _squash(last)))
+        return Extraction(last, "boxed", None, outer[-1][1] + 1, others)
 
     markers = [(_FINAL_RE, "final_answer"), (_GSM8K_RE, "gsm8k")]
     if strictness != "strict":

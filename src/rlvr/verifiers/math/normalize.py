@@ -22,7 +22,7 @@ Number = tuple[Fraction, bool]
 
 _MAX_EXP = 400  # larger decimal exponents go to the (sandboxed) symbolic path
 
-_DELIMS_RE = re.compile(r"\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[,;:! ]|\\q?quad|~|\\\(|\\\)|\\\[|\\\]|\$")
+_DELIMS_RE = re.compile(r"\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|(?<!\\)\\[,;:! ]|\\q?quad|~|\\\(|\\\)|\\\[|\\\]|\$")
 _DFRAC_RE = re.compile(r"\\[dt]frac")
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\u00b0|\\degree|\s*\bdegrees?\b", re.IGNORECASE)
 _THOUSANDS_BRACE_RE = re.compile(r"(?<=\d)\{,\}(?=\d{3})")

@@ -61,6 +61,7 @@ class Sandbox:
         self._proc: Any = None
         self._conn: Any = None
         self._lock = threading.Lock()
+        self._pid = os.getpid()
         self.restarts = 0
         atexit.register(self.close)
 
@@ -92,6 +93,9 @@ class Sandbox:
         ``fn`` must be importable by name (a module-level function).  Start-up of
         the worker is not counted against ``timeout``.
         """
+        if self._pid != os.getpid():  # inherited through fork: the worker belongs to the parent
+            self._proc = self._conn = None
+            self._lock, self._pid = threading.Lock(), os.getpid()
         with self._lock:
             if self._proc is None or not self._proc.is_alive():
                 self._kill()
@@ -108,5 +112,7 @@ class Sandbox:
 
     def close(self) -> None:
         """Stop the worker (it is restarted by the next call)."""
+        if self._pid != os.getpid():
+            return
         with self._lock:
             self._kill()

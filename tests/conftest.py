@@ -63,3 +63,9 @@ def tiny_model_dir(tmp_path, tiny_tokenizer):
     model.save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+def close(a, b, tol=1e-5):
+    """Assert ``a`` and ``b`` agree elementwise within ``tol`` (absolute), compared in float64."""
+    torch.testing.assert_close(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64),
+                               atol=tol, rtol=0)

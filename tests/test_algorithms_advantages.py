@@ -28,12 +28,9 @@ from rlvr.algorithms import (
     w_reinforce_advantages,
 )
 
+from conftest import close
+
 T = torch.tensor
-
-
-def close(a, b, tol=1e-5):
-    torch.testing.assert_close(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64),
-                               atol=tol, rtol=0)
 
 
 # --------------------------------------------------------------------------- RLOO / REINFORCE

@@ -32,6 +32,7 @@ import torch
 
 from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss
 from rlvr.algorithms.importance import is_correction_weights
+from rlvr.algorithms.sampling import informative_groups
 from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
@@ -140,7 +141,7 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
             if rcfg.overlong_cache_len:
                 lengths = torch.tensor([float(s.num_tokens) for s in group])
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
-            informative = bool((reward != reward[0]).any())
+            informative = bool(informative_groups(reward, G)[0])
             (kept if informative or not cfg.algorithm.dynamic_sampling else dropped).append((group, verdicts, reward))
     chosen = (kept + dropped)[:P]
     samples = [s for g, _, _ in chosen for s in g]

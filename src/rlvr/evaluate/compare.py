@@ -1,0 +1,360 @@
+"""Comparing runs beyond noise: IQM, stratified bootstrap intervals, probability of improvement.
+
+Follows R. Agarwal, M. Schwarzer, P. S. Castro, A. Courville, M. G. Bellemare,
+"Deep Reinforcement Learning at the Edge of the Statistical Precipice" (NeurIPS 2021):
+
+* **IQM** (interquartile mean): the mean of the middle 50% of all run x task
+  scores, i.e. ``scipy.stats.trim_mean(scores, 0.25, axis=None)``: sort the
+  ``n`` scores, drop ``floor(n / 4)`` from each end, average the rest.  Robust to
+  an outlier run like the median, but far less variable.
+* **Stratified bootstrap**: resample with replacement *within each task* (the
+  strata), recompute the statistic, take percentile intervals.
+* **Probability of improvement** ``P(B > A) = 1/T sum_t P(B_t > A_t)`` with
+  ``P(B_t > A_t) = 1/(N M) sum_i sum_j S(b_{t,i}, a_{t,j})``, ``S = 1`` if
+  ``b > a``, ``1/2`` if equal, ``0`` otherwise (the Mann-Whitney U statistic).
+
+Data model.  A *run* is one evaluation of one method on one task (one seed); it
+holds a score per problem (accuracy of that problem's samples, in [0, 1]).  A
+method's data is ``{task: array [runs, problems]}``; its run x task score matrix
+is the mean over problems.  LM evaluations often have a single run (seed) per
+task, where Agarwal's bootstrap over runs has nothing to resample; the finite
+problem set is then the main source of noise.  So the bootstrap here resamples,
+within each task, the runs **and** the problems (``resample="runs+problems"``,
+default; problems are drawn with the same indices for A and B when both saw the
+same problems, a paired bootstrap).  ``resample="runs"`` is Agarwal's procedure
+exactly (problems fixed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "iqm",
+    "run_scores",
+    "stratified_bootstrap",
+    "stratified_bootstrap_ci",
+    "probability_of_improvement",
+    "Comparison",
+    "compare_methods",
+    "load_run",
+    "load_methods",
+    "RunFileError",
+    "format_comparison",
+]
+
+RESAMPLE_MODES = ("runs", "problems", "runs+problems")
+
+
+class RunFileError(ValueError):
+    """A results file that cannot be read as a run (the message names the file)."""
+
+
+def iqm(scores, axis: int | None = None) -> np.ndarray | float:
+    """Interquartile mean (Agarwal et al. 2021): mean of the scores left after dropping the lowest and
+    highest ``floor(n / 4)``, over all entries (``axis=None``) or along ``axis``.
+
+    Equals ``scipy.stats.trim_mean(scores, 0.25, axis)``.  ``iqm([1, 2, 3, 4, 100]) == 3.0``
+    (``n = 5``: drop one each side, mean of 2, 3, 4).
+    """
+    x = np.asarray(scores, dtype=float)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    if n == 0:
+        raise ValueError("iqm needs at least one score")
+    k = int(0.25 * n)
+    out = np.sort(x, axis=-1)[..., k:n - k].mean(-1)
+    return float(out) if out.ndim == 0 else out
+
+
+def run_scores(data: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Run x task score matrix ``[R, T]`` (mean over problems) from ``{task: [runs, problems]}``.
+
+    Every task must have the same number of runs (Agarwal's layout); use
+    :func:`iqm` on a flat list when they differ.
+    """
+    cols = [np.asarray(v, dtype=float).mean(-1) for v in data.values()]
+    if len({len(c) for c in cols}) != 1:
+        raise ValueError("every task needs the same number of runs for a run x task matrix; got "
+                         + ", ".join(f"{t}: {len(c)}" for t, c in zip(data, cols)))
+    return np.stack(cols, axis=1)
+
+
+def _as_tasks(data) -> dict[str, np.ndarray]:
+    """Accept ``{task: [runs, problems]}`` or a run x task matrix ``[R, T]`` (one 'problem' per cell)."""
+    if isinstance(data, Mapping):
+        out = {}
+        for t, v in data.items():
+            a = np.asarray(v, dtype=float)
+            if a.ndim == 1:
+                a = a[None, :]  # one run
+            if a.ndim != 2 or a.size == 0:
+                raise ValueError(f"task {t!r}: expected a [runs, problems] array, got shape {a.shape}")
+            out[str(t)] = a
+        return out
+    m = np.asarray(data, dtype=float)
+    if m.ndim != 2:
+        raise ValueError(f"expected a run x task matrix, got shape {m.shape}")
+    return {str(t): m[:, t:t + 1] for t in range(m.shape[1])}
+
+
+def stratified_bootstrap(datas: Sequence[Mapping[str, np.ndarray]], n_resamples: int = 2000, seed: int = 0,
+                         resample: str = "runs+problems") -> list[np.ndarray]:
+    """Bootstrap replicates of each method's run x task matrix, stratified by task.
+
+    For each replicate and each task independently: runs are drawn with
+    replacement (separately per method, runs are not paired) and, unless
+    ``resample == "runs"``, problems are drawn with replacement with the *same*
+    indices for every method whose task has the same number of problems (paired:
+    the methods answered the same problems).  Returns one ``[n_resamples, R*T]``
+    array per method: the flattened resampled matrix of each replicate.
+    """
+    if resample not in RESAMPLE_MODES:
+        raise ValueError(f"resample must be one of {RESAMPLE_MODES}, got {resample!r}")
+    datas = [_as_tasks(d) for d in datas]
+    tasks = list(datas[0])
+    for d in datas[1:]:
+        if set(d) != set(tasks):
+            raise ValueError(f"methods cover different tasks: {sorted(tasks)} vs {sorted(d)}")
+    rng = np.random.default_rng(seed)
+    cols: list[list[np.ndarray]] = [[] for _ in datas]
+    for t in tasks:
+        num_problems = {d[t].shape[1] for d in datas}
+        shared = None
+        if resample != "runs" and len(num_problems) == 1:
+            shared = rng.integers(0, num_problems.pop(), size=(n_resamples, datas[0][t].shape[1]))
+        for m, d in enumerate(datas):
+            a = d[t]  # [R, P]
+            R, P = a.shape
+            if resample == "runs":
+                per_run = np.broadcast_to(a.mean(1), (n_resamples, R))  # [B, R]
+            else:
+                idx = shared if shared is not None else rng.integers(0, P, size=(n_resamples, P))
+                per_run = a[:, idx].mean(-1).T  # [B, R]
+            if resample != "problems" and R > 1:
+                ridx = rng.integers(0, R, size=(n_resamples, R))
+                per_run = np.take_along_axis(per_run, ridx, axis=1)
+            cols[m].append(np.asarray(per_run))
+    return [np.concatenate(c, axis=1) for c in cols]
+
+
+def stratified_bootstrap_ci(data, stat=iqm, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+                            resample: str = "runs+problems") -> tuple[float, float]:
+    """Percentile interval of ``stat`` (default :func:`iqm`) of one method's run x task scores
+    under the stratified bootstrap (Agarwal et al. 2021, Sec. 4).  ``stat`` takes ``axis``."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    (reps,) = stratified_bootstrap([data], n_resamples, seed, resample)
+    vals = np.asarray(stat(reps, axis=1), dtype=float)
+    lo, hi = np.quantile(vals, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def _poi(a_runs: np.ndarray, b_runs: np.ndarray) -> np.ndarray:
+    """P(b > a) per replicate for one task: Mann-Whitney over run pairs; inputs ``[..., R]``."""
+    diff = b_runs[..., :, None] - a_runs[..., None, :]
+    return ((diff > 0) + 0.5 * (diff == 0)).mean(axis=(-1, -2))
+
+
+def probability_of_improvement(a, b) -> float:
+    """``P(B > A)`` (Agarwal et al. 2021, Sec. 5): average over tasks of the Mann-Whitney probability
+    that a random run of B scores above a random run of A on that task (ties count 1/2).
+
+    ``a``, ``b``: run x task matrices ``[R, T]`` (runs may differ in number) or ``{task: [runs, problems]}``.
+    """
+    da, db = _as_tasks(a), _as_tasks(b)
+    if set(da) != set(db):
+        raise ValueError(f"methods cover different tasks: {sorted(da)} vs {sorted(db)}")
+    return float(np.mean([_poi(da[t].mean(1), db[t].mean(1)) for t in da]))
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare_methods` for a baseline A and a candidate B."""
+
+    name_a: str
+    name_b: str
+    iqm_a: float
+    iqm_b: float
+    ci_a: tuple[float, float]
+    ci_b: tuple[float, float]
+    mean_a: float
+    mean_b: float
+    diff: float
+    """IQM(B) - IQM(A)."""
+    diff_ci: tuple[float, float]
+    poi: float
+    """P(B > A)."""
+    poi_ci: tuple[float, float]
+    confidence: float
+    resample: str
+    num_tasks: int
+    runs_a: int
+    runs_b: int
+    significant: bool
+    """True when the interval of IQM(B) - IQM(A) excludes 0."""
+    details: dict = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        pct = int(round(self.confidence * 100))
+        d = f"{self.diff:+.1%} IQM [{self.diff_ci[0]:+.1%}, {self.diff_ci[1]:+.1%}]"
+        if self.significant and self.diff > 0:
+            head = f"{self.name_b} beats {self.name_a} beyond noise"
+        elif self.significant:
+            head = f"{self.name_b} is worse than {self.name_a} beyond noise"
+        else:
+            head = f"no significant difference between {self.name_b} and {self.name_a}"
+        return (f"{head}: {d} ({pct}% stratified bootstrap interval, {self.resample} resampled), "
+                f"P({self.name_b} > {self.name_a}) = {self.poi:.2f} [{self.poi_ci[0]:.2f}, {self.poi_ci[1]:.2f}].")
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["verdict"] = self.verdict
+        return d
+
+
+def compare_methods(a, b, *, name_a: str = "A", name_b: str = "B", n_resamples: int = 2000,
+                    confidence: float = 0.95, seed: int = 0, resample: str = "runs+problems") -> Comparison:
+    """Does B beat A beyond noise, and by how much?
+
+    ``a``, ``b``: ``{task: [runs, problems]}`` arrays of per-problem scores (or run x task matrices).
+    Both methods are resampled in the same stratified bootstrap replicates
+    (:func:`stratified_bootstrap`); the interval of ``IQM(B) - IQM(A)`` is the
+    percentile interval of the per-replicate differences, and B is declared
+    different when that interval excludes 0.  ``P(B > A)`` gets an interval the same way.
+    """
+    da, db = _as_tasks(a), _as_tasks(b)
+    ra, rb = stratified_bootstrap([da, db], n_resamples, seed, resample)
+    q = [(1 - confidence) / 2, (1 + confidence) / 2]
+    ia, ib = iqm(ra, axis=1), iqm(rb, axis=1)
+    lo, hi = np.quantile(ib - ia, q)
+    # P(B > A) per replicate: reshape the flat [B, sum_t R_t] replicates back into tasks
+    poi_reps, oa, ob = [], 0, 0
+    for t in da:
+        na, nb = da[t].shape[0], db[t].shape[0]
+        poi_reps.append(_poi(ra[:, oa:oa + na], rb[:, ob:ob + nb]))
+        oa, ob = oa + na, ob + nb
+    poi_reps = np.mean(poi_reps, axis=0)
+    flat_a = np.concatenate([v.mean(1) for v in da.values()])
+    flat_b = np.concatenate([v.mean(1) for v in db.values()])
+    diff = iqm(flat_b) - iqm(flat_a)
+    return Comparison(
+        name_a=name_a, name_b=name_b, iqm_a=iqm(flat_a), iqm_b=iqm(flat_b),
+        ci_a=tuple(float(x) for x in np.quantile(ia, q)), ci_b=tuple(float(x) for x in np.quantile(ib, q)),
+        mean_a=float(flat_a.mean()), mean_b=float(flat_b.mean()), diff=float(diff),
+        diff_ci=(float(lo), float(hi)), poi=probability_of_improvement(da, db),
+        poi_ci=tuple(float(x) for x in np.quantile(poi_reps, q)), confidence=confidence, resample=resample,
+        num_tasks=len(da), runs_a=int(sum(v.shape[0] for v in da.values())),
+        runs_b=int(sum(v.shape[0] for v in db.values())), significant=bool(lo > 0 or hi < 0))
+
+
+# ----------------------------------------------------------------------------------------- files
+def load_run(path: str | Path) -> tuple[str, list[str] | None, np.ndarray]:
+    """``(task, problem ids or None, per-problem scores)`` of one results file (one run on one task).
+
+    Accepted JSON objects (the task name is ``"task"``, default ``"task"``):
+
+    * ``rlvr eval`` output: ``"per_problem"`` is a list of floats, or of objects
+      with ``"id"`` and ``"accuracy"`` / ``"score"`` / ``"mean"``; or a mapping id -> score;
+    * the simple format ``{"task": "math500", "scores": {"math500/0": 1.0, ...}}``
+      (or ``"scores": [1.0, 0.0, ...]``).
+
+    Scores are per-problem accuracies in [0, 1] (any real number is accepted).
+    """
+    p = Path(path)
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"{p}: not a JSON file ({e})") from None
+    if not isinstance(obj, dict):
+        raise RunFileError(f"{p}: expected a JSON object with 'per_problem' or 'scores'")
+    task = str(obj.get("task") or "task")
+    per = obj.get("per_problem", obj.get("scores"))
+    if per is None:
+        raise RunFileError(f"{p}: no 'per_problem' or 'scores' field (keys: {', '.join(sorted(obj))})")
+    ids: list[str] | None = None
+    try:
+        if isinstance(per, dict):
+            ids, vals = [str(k) for k in per], [float(v) for v in per.values()]
+        elif per and isinstance(per[0], dict):
+            ids, vals = [], []
+            for i, row in enumerate(per):
+                key = next((k for k in ("accuracy", "score", "mean", "pass_rate") if k in row), None)
+                if key is None or "id" not in row:
+                    raise RunFileError(f"{p}: per_problem[{i}] needs 'id' and one of accuracy/score/mean")
+                ids.append(str(row["id"]))
+                vals.append(float(row[key]))
+        else:
+            vals = [float(v) for v in per]
+    except (TypeError, ValueError) as e:
+        if isinstance(e, RunFileError):
+            raise
+        raise RunFileError(f"{p}: per-problem scores must be numbers ({e})") from None
+    if not vals:
+        raise RunFileError(f"{p}: no per-problem scores")
+    arr = np.asarray(vals, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise RunFileError(f"{p}: per-problem scores must be finite numbers")
+    return task, ids, arr
+
+
+def load_methods(groups: Sequence[Sequence[str | Path]]) -> list[dict[str, np.ndarray]]:
+    """One ``{task: [runs, problems]}`` per method, from results files (one file per run: seeds, tasks).
+
+    Only tasks that every method has are kept.  Within a task, runs (of all
+    methods) are aligned by problem id when every file has ids, keeping the
+    problems present in all of them, in the first file's order; otherwise by
+    position, and then runs of one method must have the same length.  Aligned
+    problems let the bootstrap pair A and B on the same problems.
+    """
+    loaded: list[dict[str, list]] = []
+    for paths in groups:
+        by_task: dict[str, list] = {}
+        for path in paths:
+            task, ids, arr = load_run(path)
+            by_task.setdefault(task, []).append((Path(path), ids, arr))
+        loaded.append(by_task)
+    tasks = [t for t in loaded[0] if all(t in m for m in loaded[1:])]
+    if not tasks:
+        raise RunFileError("the methods share no task: " + "; ".join(", ".join(sorted(m)) for m in loaded))
+    out: list[dict[str, np.ndarray]] = [{} for _ in loaded]
+    for t in tasks:
+        runs = [r for m in loaded for r in m[t]]
+        order = None
+        if all(ids is not None for _, ids, _ in runs):
+            common = set(runs[0][1]).intersection(*[set(ids) for _, ids, _ in runs[1:]])
+            order = [i for i in runs[0][1] if i in common]
+            if not order:
+                raise RunFileError(f"task {t}: the runs share no problem id: " + ", ".join(str(p) for p, _, _ in runs))
+        for k, m in enumerate(loaded):
+            if order is not None:
+                out[k][t] = np.stack([np.asarray([dict(zip(ids, arr))[i] for i in order]) for _, ids, arr in m[t]])
+                continue
+            lens = {len(arr) for _, _, arr in m[t]}
+            if len(lens) != 1:
+                raise RunFileError(f"task {t}: runs have different numbers of problems and no ids: "
+                                   + ", ".join(f"{p} ({len(a)})" for p, _, a in m[t]))
+            out[k][t] = np.stack([arr for _, _, arr in m[t]])
+    return out
+
+
+def format_comparison(c: Comparison) -> str:
+    """A small text table (IQM, mean, intervals, runs) plus the verdict sentence."""
+    pct = int(round(c.confidence * 100))
+    rows = [(c.name_a, c.iqm_a, c.ci_a, c.mean_a, c.runs_a), (c.name_b, c.iqm_b, c.ci_b, c.mean_b, c.runs_b)]
+    w = max(8, *(len(r[0]) for r in rows))
+    lines = [f"{'method':<{w}}  {'IQM':>7}  {pct}% CI{'':<11}  {'mean':>7}  runs"]
+    for name, v, (lo, hi), mean, runs in rows:
+        lines.append(f"{name:<{w}}  {v:>7.1%}  [{lo:6.1%}, {hi:6.1%}]  {mean:>7.1%}  {runs}")
+    lines.append(c.verdict)
+    return "\n".join(lines)

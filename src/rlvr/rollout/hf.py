@@ -86,12 +86,24 @@ class HFEngine:
             then copies the learner's weights into it.  ``None`` samples from
             ``model`` itself.  Log-probs are those of the copy, so they differ from the
             learner's by the precision gap (the trainer logs it as ``logprob_mismatch``).
+        merge_lora: for a LoRA (peft) ``model``, sample from a plain copy with the
+            adapters merged (``W + (alpha/r) B A``, refreshed by ``sync_weights``) rather
+            than through the adapter branches.  A LoRA model with ``dtype`` set is
+            always merged into the copy.
     """
 
     def __init__(self, model, tokenizer, *, batch_size: int = 64, system_prompt: str | None = None,
-                 dtype: torch.dtype | None = None):
+                 dtype: torch.dtype | None = None, merge_lora: bool = True):
         self.model = model
-        if dtype is not None and dtype != next(model.parameters()).dtype:
+        self._lora_merged = False
+        from rlvr.models.lora import is_lora_model
+
+        if is_lora_model(model) and (merge_lora or dtype is not None):
+            from rlvr.models.lora import merged_copy
+
+            # a plain copy holding W + (alpha/r) B A: no adapter branches while decoding
+            self.model, self._lora_merged = merged_copy(model, dtype), True
+        elif dtype is not None and dtype != next(model.parameters()).dtype:
             import copy
 
             self.model = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
@@ -108,6 +120,11 @@ class HFEngine:
     def sync_weights(self, model) -> None:
         """Sample from ``model``'s current weights: share the module, or copy into the low-precision copy."""
         if self.model is model:
+            return
+        if self._lora_merged:
+            from rlvr.models.lora import copy_merged_into
+
+            copy_merged_into(self.model, model)
             return
         if next(self.model.parameters()).dtype == next(model.parameters()).dtype:
             self.model = model

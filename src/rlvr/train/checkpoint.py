@@ -2,7 +2,9 @@
 
 A checkpoint is a directory ``<output_dir>/checkpoints/step-000010/``::
 
-    model/              save_pretrained output (safetensors) + tokenizer
+    model/              save_pretrained output (safetensors) + tokenizer; for a LoRA
+                        model the merged weights W + BA, so it loads without peft
+    adapter/            LoRA only: the adapter weights (peft format), what resume loads
     optimizer.pt        optimizer and LR-scheduler state dicts
     state.pt            step, data position, RNG states, anything the loop adds
     DONE                written last: a directory without it is incomplete
@@ -24,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from rlvr.models.lora import is_lora_model
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
 
@@ -54,7 +58,14 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
     final = root / f"step-{step:06d}"
     tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:06d}-", dir=root))
     try:
-        model.save_pretrained(tmp / "model", safe_serialization=True)
+        if is_lora_model(model):
+            from rlvr.models.lora import merged_state_dict
+
+            model.get_base_model().save_pretrained(tmp / "model", state_dict=merged_state_dict(model),
+                                                   safe_serialization=True)
+            model.save_pretrained(tmp / "adapter", safe_serialization=True)
+        else:
+            model.save_pretrained(tmp / "model", safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp / "model")
         torch.save({"optimizer": optimizer.state_dict(),
@@ -95,23 +106,46 @@ def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None) -> 
     path = Path(path)
     if not (path / "DONE").is_file():
         raise FileNotFoundError(f"{path} is not a complete rlvr checkpoint (no DONE marker)")
-    weights = {}
-    for f in sorted((path / "model").glob("*.safetensors")):
-        weights.update(load_file(f))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    # Tied embeddings are saved once; anything else missing is an error.
-    missing = [k for k in missing if k not in _tied_keys(model)]
-    if missing or unexpected:
-        raise RuntimeError(f"checkpoint {path} does not match the model: missing={missing[:5]} "
-                           f"unexpected={unexpected[:5]}")
-    if model.config.tie_word_embeddings:
-        model.tie_weights()
+    if is_lora_model(model):
+        _load_adapter(path, model)
+    else:
+        weights = {}
+        for f in sorted((path / "model").glob("*.safetensors")):
+            weights.update(load_file(f))
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        # Tied embeddings are saved once; anything else missing is an error.
+        missing = [k for k in missing if k not in _tied_keys(model)]
+        if missing or unexpected:
+            raise RuntimeError(f"checkpoint {path} does not match the model: missing={missing[:5]} "
+                               f"unexpected={unexpected[:5]}")
+        if model.config.tie_word_embeddings:
+            model.tie_weights()
     opt = torch.load(path / "optimizer.pt", weights_only=False)
     if optimizer is not None:
         optimizer.load_state_dict(opt["optimizer"])
     if scheduler is not None and opt.get("scheduler") is not None:
         scheduler.load_state_dict(opt["scheduler"])
     return torch.load(path / "state.pt", weights_only=False)
+
+
+def _load_adapter(path: Path, model) -> None:
+    """Load a LoRA checkpoint's adapter weights into ``model`` (a peft model on the same base)."""
+    from safetensors.torch import load_file
+
+    from rlvr.models.lora import require_peft
+
+    files = sorted((path / "adapter").glob("*.safetensors"))
+    if not files:
+        raise RuntimeError(f"checkpoint {path} holds no LoRA adapter (adapter/): it was written without "
+                           "model.lora.enabled, but the model being resumed has LoRA adapters")
+    weights = {}
+    for f in files:
+        weights.update(load_file(f))
+    result = require_peft().set_peft_model_state_dict(model, weights)
+    missing = [k for k in result.missing_keys if ".lora_" in k]
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"LoRA adapter in {path} does not match the model: missing={missing[:5]} "
+                           f"unexpected={list(result.unexpected_keys)[:5]}")
 
 
 def _tied_keys(model) -> set[str]:

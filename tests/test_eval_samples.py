@@ -128,7 +128,7 @@ def test_other_task_is_refused_naming_both(tmp_path):
 
 
 def test_fingerprints_are_stable_and_sensitive(tiny_tokenizer):
-    from tests.conftest import make_model
+    from conftest import make_model
 
     a, b = make_model(tiny_tokenizer, seed=0), make_model(tiny_tokenizer, seed=0)
     assert model_fingerprint(a) == model_fingerprint(b)

@@ -253,3 +253,88 @@ def test_config_rejects_unknown_or_unwired_estimators():
         load_config(RunConfig, None, ["algorithm.advantage=nope"]).validate()
     with pytest.raises(Exception, match="per-token"):
         load_config(RunConfig, None, ["algorithm.advantage=gae"]).validate()
+
+
+def test_rollout_budget_and_periodic_heldout_eval(tmp_path, tiny_tokenizer):
+    # 2 prompts x 4 samples = 8 completions per step: a budget of 20 stops after 3 steps
+    _run(tiny_tokenizer, tmp_path, "train.steps=10", "train.max_rollouts=20", "eval.every=2",
+         "eval.before_training=false", "eval.after_training=false")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["rollouts"] for r in rows] == [8, 16, 24]
+    assert latest_checkpoint(tmp_path).name == "step-000003"
+    held = read_metrics(tmp_path / "heldout.jsonl")
+    assert [(r["step"], r["rollouts"]) for r in held] == [(2, 16)]
+    assert 0 <= held[0]["heldout_ci_low"] <= held[0]["heldout_accuracy"] <= held[0]["heldout_ci_high"] <= 1
+    assert held[0]["heldout_n"] == 4
+
+
+def test_rollout_budget_counts_every_dynamic_sampling_round(tmp_path, tiny_tokenizer):
+    def half_constant(completion: str, reference: str) -> Verdict:
+        return Verdict(1.0 if int(reference) % 4 == 3 or len(completion) % 2 == 0 else 0.0, None, "")
+
+    cfg = _cfg(tmp_path, "train.steps=10", "train.max_rollouts=40", "algorithm.dynamic_sampling=true",
+               "algorithm.max_sampling_rounds=6", "eval.before_training=false", "eval.after_training=false")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(_problems(10, "t"), []),
+          verifier=half_constant)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    per_step = [b["rollouts"] - a for a, b in zip([0] + [r["rollouts"] for r in rows], rows)]
+    assert per_step == [8 * r["sampling_rounds"] for r in rows]
+    assert rows[-1]["rollouts"] >= 40 > rows[-2]["rollouts"]
+
+
+def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokenizer, monkeypatch):
+    import rlvr.train.grpo as grpo
+
+    problems = _problems(6, "t")  # answers 1, 3, 5, 7, 9, 11
+    always = {"t0", "t3"}  # answers 1 and 7: always right, pass rate 1.0 > difficulty_high after one sight
+
+    def verifier(completion: str, reference: str) -> Verdict:
+        return Verdict(1.0 if reference in {"1", "7"} or len(completion) % 2 == 0 else 0.0, None, "")
+
+    seen: list[str] = []
+    orig = grpo._collect_rollouts
+
+    def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None):
+        out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter)
+        seen.extend(s.problem_id for s in out[0][:: params.n])
+        return out
+
+    monkeypatch.setattr(grpo, "_collect_rollouts", spy)
+    cfg = _cfg(tmp_path, "train.steps=6", "algorithm.difficulty_filter=true", "algorithm.difficulty_high=0.9",
+               "eval.before_training=false", "eval.after_training=false")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(problems, []),
+          verifier=verifier)
+    first_epoch, later = seen[:6], seen[6:]
+    assert sorted(first_epoch) == sorted(p.id for p in problems)  # unseen prompts are all tried once
+    assert len(later) == 6 and not (set(later) & always)  # always-solved prompts are never generated again
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert rows[-1]["filter_tracked_prompts"] == 6
+
+
+def test_laser_bonus_rewards_short_correct_answers(tmp_path, tiny_tokenizer):
+    always = lambda completion, reference: Verdict(1.0, None, "")  # noqa: E731
+    # every completion is correct and at most 8 tokens: LASER with target 8 adds alpha to all
+    cfg = _cfg(tmp_path, "train.steps=1", "reward.laser_target_length=8", "reward.laser_alpha=0.25",
+               "eval.before_training=false", "eval.after_training=false")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(_problems(4, "t"), []),
+          verifier=always)
+    assert read_metrics(tmp_path / "metrics.jsonl")[0]["reward_mean"] == pytest.approx(1.25)
+
+
+def test_kl_in_reward_and_reference_reset(tmp_path, tiny_tokenizer):
+    _run(tiny_tokenizer, tmp_path, "train.steps=4", "algorithm.kl_coef=0.1", "algorithm.kl_in_reward=true",
+         "algorithm.ref_reset_every=2", "algorithm.advantage=rloo", "eval.before_training=false",
+         "eval.after_training=false")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["ref_reset"] for r in rows] == [0, 1, 0, 1]
+    # step 1 samples from the reference itself: the summed k1 is ~0 (sampler = learner = reference)
+    assert abs(rows[0]["kl_in_reward"]) < 1e-4
+    assert rows[1]["kl_in_reward"] != 0.0  # the policy moved away from the reference after one update
+    assert "kl" not in rows[0]  # no KL loss term when it is folded into the reward
+    state = torch.load(latest_checkpoint(tmp_path) / "state.pt", weights_only=False)
+    assert state["ref_reset"]["last_reset"] == 4 and state["reference"] is not None
+
+
+def test_config_needs_a_reference_for_kl_in_reward():
+    with pytest.raises(Exception, match="kl_coef > 0"):
+        load_config(RunConfig, None, ["algorithm.kl_in_reward=true"]).validate()

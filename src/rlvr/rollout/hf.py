@@ -63,7 +63,9 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = 
     Zero-probability entries are never returned.
     """
     cdf = probs.cumsum(-1)
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+    # drawn on the generator's device (a CPU generator keeps runs reproducible on any device)
+    dev = generator.device if generator is not None else probs.device
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=dev, dtype=cdf.dtype).to(probs.device)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
     over = idx >= probs.shape[-1]
     if over.any():  # u * total rounded up to the total: take the row's last entry with mass

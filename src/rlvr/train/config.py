@@ -28,6 +28,7 @@ class ModelConfig:
     name: str = option("smollm2-135m-instruct", "bundled model name, HF directory, rlvr checkpoint, or hub id")
     dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
     cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
+    device: str = option("auto", "where the policy runs: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
 
 
 @dataclass
@@ -86,6 +87,16 @@ class AlgorithmConfig:
     kl_estimator: Literal["k1", "k2", "k3"] = option("k3", "per-token KL estimator (Schulman 2020)")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
         "token_mean", "how per-token losses are averaged")
+    kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
+                                       "instead of adding a KL loss term")
+    ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)")
+    ref_reset_kl: float | None = option(None, "ProRL: also reset the reference when the step's KL exceeds this")
+    ref_reset_optimizer: bool = option(True, "ProRL: clear the optimizer state when the reference is reset")
+    difficulty_filter: bool = option(False, "online difficulty filter: skip prompts whose running pass rate lies "
+                                            "outside [difficulty_low, difficulty_high] before generating")
+    difficulty_low: float = option(0.0, "difficulty filter: lowest running pass rate kept (0 keeps unsolved ones)")
+    difficulty_high: float = option(0.9, "difficulty filter: highest running pass rate kept")
+    difficulty_alpha: float = option(0.5, "difficulty filter: EMA weight of the newest pass rate")
     ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
@@ -98,6 +109,9 @@ class RewardConfig:
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
     overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
                                         "rollout.max_new_tokens (0: off)")
+    laser_target_length: int = option(0, "LASER length shaping: bonus for correct answers of at most this many "
+                                         "tokens (0: off)")
+    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus")
     flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)")
     flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
 
@@ -105,6 +119,8 @@ class RewardConfig:
 @dataclass
 class TrainConfig:
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
+    max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
+                                  "equalises budgets when dynamic sampling generates more per step")
     prompts_per_step: int = option(8, "distinct prompts per step")
     micro_batch_size: int = option(16, "sequences per forward/backward pass (gradient accumulation)")
     lr: float = option(2e-5, "peak learning rate (AdamW)")
@@ -135,6 +151,8 @@ class EvalConfig:
     extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
                                              default_factory=list)
     seed: int = option(1234, "sampling seed for evaluation")
+    every: int = option(0, "also evaluate every N steps during training (greedy-or-eval.temperature, "
+                           "logged as heldout_accuracy in metrics.jsonl; 0: off)")
 
 
 @dataclass
@@ -171,3 +189,12 @@ class RunConfig:
             raise ValueError("algorithm.max_sampling_rounds must be >= 1")
         if self.algorithm.kl_coef < 0:
             raise ValueError("algorithm.kl_coef must be >= 0")
+        a = self.algorithm
+        if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
+            raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
+        if a.difficulty_filter and not 0 <= a.difficulty_low <= a.difficulty_high <= 1:
+            raise ValueError("need 0 <= algorithm.difficulty_low <= algorithm.difficulty_high <= 1")
+        if self.reward.laser_target_length < 0:
+            raise ValueError("reward.laser_target_length must be >= 0")
+        if self.train.max_rollouts < 0 or self.eval.every < 0:
+            raise ValueError("train.max_rollouts and eval.every must be >= 0")

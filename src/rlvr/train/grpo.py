@@ -32,12 +32,13 @@ import torch
 
 from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss
 from rlvr.algorithms.importance import is_correction_weights
-from rlvr.algorithms.sampling import informative_groups
+from rlvr.algorithms.kl import ReferenceResetSchedule
+from rlvr.algorithms.sampling import DifficultyFilter, informative_groups
 from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
 from rlvr.rollout import HFEngine, SamplingParams
-from rlvr.rewards import flip_rewards, soft_overlong_punishment
+from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
 from rlvr.rollout.hf import sampler_dtype
 from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -47,7 +48,7 @@ from rlvr.train.metrics import MetricsLogger
 from rlvr.types import Batch, Problem
 from rlvr.verifiers import get_verifier, safe_verify
 
-__all__ = ["train", "update_policy", "make_scheduler", "TrainingInterrupted"]
+__all__ = ["train", "update_policy", "make_scheduler", "resolve_device", "TrainingInterrupted"]
 
 log = logging.getLogger(__name__)
 
@@ -97,19 +98,65 @@ def _deferred_interrupts():
             raise KeyboardInterrupt
 
 
+def resolve_device(name: str) -> torch.device:
+    """``model.device``: ``auto`` is CUDA when available, else CPU; anything else is passed to torch."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"model.device={name} but torch sees no CUDA device (CPU build or no GPU)")
+    return dev
+
+
 # --------------------------------------------------------------------------- learner
-def _sub_batch(batch: Batch, rows: torch.Tensor) -> tuple[Batch, int]:
-    """Rows of a batch with all-padding columns trimmed; returns (batch, completion start)."""
+def _sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = None) -> tuple[Batch, int]:
+    """Rows of a batch with all-padding columns trimmed, moved to ``device``; returns (batch, completion start)."""
     am = batch.attention_mask[rows]
     used = am.any(0).nonzero()
     lo, hi = int(used[0]), int(used[-1]) + 1
-    sub = Batch(batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
-                batch.old_logprobs[rows, lo:hi], batch.advantages[rows],
-                None if batch.ref_logprobs is None else batch.ref_logprobs[rows, lo:hi])
+    parts = [batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
+             batch.old_logprobs[rows, lo:hi], batch.advantages[rows],
+             None if batch.ref_logprobs is None else batch.ref_logprobs[rows, lo:hi]]
+    if device is not None:
+        parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
+    sub = Batch(*parts)
     return sub, completion_start(sub)
 
 
-def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg: RunConfig, step: int):
+def _draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
+    """``k`` prompts; with a difficulty filter, prompts outside its pass-rate band are skipped.
+
+    At most ``8 k`` prompts are examined per call; if the band holds fewer than
+    ``k`` of them the rest are taken unfiltered, so a step never stalls.
+    """
+    if dfilter is None:
+        return sampler.next(k)
+    out: list[Problem] = []
+    for _ in range(8 * k):
+        if len(out) == k:
+            break
+        p = sampler.next(1)[0]
+        if dfilter.keep(p.id):
+            out.append(p)
+    return out + (sampler.next(k - len(out)) if len(out) < k else [])
+
+
+def _reference_kl(ref_model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
+    """Per-sequence sum of k1 = log pi_sampler - log pi_ref over completion tokens ([B], no grad)."""
+    out = torch.zeros(batch.input_ids.shape[0])
+    rows = torch.arange(batch.input_ids.shape[0])
+    with torch.no_grad():
+        for chunk in rows.split(cfg.train.micro_batch_size):
+            mb, start = _sub_batch(batch, chunk, device)
+            ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
+                                          cfg.rollout.temperature)
+            mask = mb.completion_mask[:, start:]
+            out[chunk] = ((mb.old_logprobs[:, start:] - ref_logp.float()) * mask).sum(-1).cpu()
+    return out
+
+
+def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg: RunConfig, step: int,
+                      dfilter: DifficultyFilter | None = None):
     """Sample ``prompts_per_step`` groups, verify them and turn verdicts into rewards.
 
     Reward shaping on top of the verifier: optional noise injection (for
@@ -119,7 +166,12 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     generation rounds; if still short the batch is topped up with dropped groups
     (their advantage is 0, so they only count towards the step's statistics).
 
-    Returns ``(samples, verdicts, rewards, rounds, generation_seconds)``.
+    With a difficulty filter, prompts outside its band are skipped before
+    generation and every generated group updates the prompt's running pass rate
+    (from the true verdicts).  LASER adds a bonus to correct answers within
+    ``reward.laser_target_length`` tokens.
+
+    Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
     """
     G, P, rcfg = params.n, cfg.train.prompts_per_step, cfg.reward
     noise = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)  # resume-exact
@@ -128,16 +180,23 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     t_gen, rounds = 0.0, 0
     while len(kept) < P and rounds < (cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1):
         rounds += 1
-        problems = sampler.next(P)
+        problems = _draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         groups = engine.generate(problems, params)
         t_gen += time.perf_counter() - t0
         for problem, group in zip(problems, groups):
             verdicts = [safe_verify(verifier, s.text, problem.answer) for s in group]
             correct = torch.tensor([float(v.correct) for v in verdicts])
+            if dfilter is not None:
+                dfilter.update([problem.id], correct, G)
             if rcfg.flip_false_positive or rcfg.flip_false_negative:
                 correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
             reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * correct
+            if rcfg.laser_target_length:
+                lengths = torch.tensor([float(s.num_tokens) for s in group])
+                bonus = laser_reward(correct, lengths, rcfg.laser_target_length, alpha=rcfg.laser_alpha) - \
+                    laser_reward(correct, lengths, rcfg.laser_target_length, alpha=0.0)
+                reward = reward + bonus
             if rcfg.overlong_cache_len:
                 lengths = torch.tensor([float(s.num_tokens) for s in group])
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
@@ -147,7 +206,7 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     samples = [s for g, _, _ in chosen for s in g]
     verdicts = [v for _, vs, _ in chosen for v in vs]
     rewards = torch.cat([r for _, _, r in chosen])
-    return samples, verdicts, rewards, rounds, t_gen
+    return samples, verdicts, rewards, rounds, t_gen, (len(kept) + len(dropped)) * G
 
 
 def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None) -> dict[str, float]:
@@ -161,7 +220,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     B = batch.input_ids.shape[0]
     total_tokens = batch.completion_mask.sum().clamp(min=1)
     rows = torch.arange(B)
-    if alg.skip_zero_advantage and alg.kl_coef == 0 and alg.entropy_coef == 0:
+    if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0:
         rows = rows[batch.advantages != 0]
     sums: dict[str, float] = {}
     weight_total = 0.0
@@ -169,12 +228,14 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     model.train()
     old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
     is_weights: dict[int, torch.Tensor | None] = {}
-    device_type = next(model.parameters()).device.type
+    device = next(model.parameters()).device
+    device_type = device.type
+    kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
     amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
     for epoch in range(alg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
         for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size) if len(rows) else ()):
-            mb, start = _sub_batch(batch, chunk)
+            mb, start = _sub_batch(batch, chunk, device)
             with amp:
                 logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
                                             cfg.rollout.temperature, with_entropy=True,
@@ -184,17 +245,17 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                 old_logps[ci] = logp.detach()
                 rollout_logp = mb.old_logprobs[:, start:]
                 mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
-                sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch)
+                sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
                 # sampler -> learner importance weights (precision mismatch, stale weights)
                 is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
                                                        **alg.is_params)
             ref_logp = None
-            if alg.kl_coef > 0:
+            if kl_coef > 0:
                 with torch.no_grad(), amp:
                     ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
                                                   cfg.rollout.temperature)
             loss, m = grpo_loss(logp, old_logps[ci], mb.advantages, mask, ref_logp=ref_logp,
-                                kl_coef=alg.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
+                                kl_coef=kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
                                 clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
                                 policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
                                 entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
@@ -214,7 +275,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, tcfg.max_grad_norm))
             else:
                 grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-            optimizer.step()
+        optimizer.step()  # a no-op without gradients; keeps the LR scheduler's step order
     out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
     if weight_total:  # mismatch was summed over first-epoch tokens only
         out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
@@ -234,6 +295,15 @@ def _evaluate(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: st
                                               max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)
     (out_dir / f"eval_{tag}.json").write_text(json.dumps(results, indent=2))
     return results
+
+
+def _periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, step: int, rollouts: int) -> dict:
+    """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``."""
+    ecfg = cfg.eval
+    r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n, temperature=ecfg.temperature,
+                          max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed)
+    return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
+            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"]}
 
 
 def _fmt_eval(results: dict) -> str:
@@ -258,6 +328,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
 
     if model is None:
         model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+    device = resolve_device(cfg.model.device)
+    model.to(device)
     ref_model = None
     if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
         import copy
@@ -273,6 +345,12 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                                   weight_decay=tcfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg)
     sampler = PromptSampler(train_problems, seed=tcfg.seed)
+    alg = cfg.algorithm
+    dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
+        if alg.difficulty_filter else None
+    ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
+        if (alg.ref_reset_every or alg.ref_reset_kl) else None
+    rollouts_done = 0  # completions generated so far (train.max_rollouts budget)
 
     start_step = 0
     if tcfg.resume:
@@ -284,9 +362,18 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             engine.sync_weights(model)
             start_step, sampler.position = state["step"], state["data_position"]
             set_rng_state(state["rng"], engine.generator)
+            rollouts_done = state.get("rollouts", 0)
+            if dfilter is not None and "difficulty_filter" in state:
+                dfilter.load_state_dict(state["difficulty_filter"])
+            if ref_reset is not None and "ref_reset" in state:
+                ref_reset.load_state_dict(state["ref_reset"])
+                if state.get("reference") is not None:
+                    ref_model.load_state_dict(state["reference"])
             print(f"resumed from {ckpt} (step {start_step})")
     save_config(cfg, out_dir / "config.yaml")
     metrics_log = MetricsLogger(out_dir, resume_from_step=start_step if tcfg.resume else None)
+    heldout_log = MetricsLogger(out_dir, resume_from_step=start_step if tcfg.resume else None,
+                                tensorboard=False, name="heldout.jsonl") if cfg.eval.every and heldout else None
 
     summary: dict[str, Any] = {"output_dir": str(out_dir)}
     if cfg.eval.before_training and heldout and not (out_dir / "eval_before.json").exists():
@@ -296,8 +383,14 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
 
     def checkpoint(step: int) -> Path:
-        return save_checkpoint(out_dir, step, model, tokenizer, optimizer, scheduler,
-                               {"data_position": sampler.position, "rng": rng_state(engine.generator)},
+        state = {"data_position": sampler.position, "rng": rng_state(engine.generator), "rollouts": rollouts_done}
+        if dfilter is not None:
+            state["difficulty_filter"] = dfilter.state_dict()
+        if ref_reset is not None:  # the reference differs from the initial model after a reset
+            state["ref_reset"] = ref_reset.state_dict()
+            state["reference"] = ({k: v.cpu() for k, v in ref_model.state_dict().items()}
+                                  if ref_reset.last_reset else None)
+        return save_checkpoint(out_dir, step, model, tokenizer, optimizer, scheduler, state,
                                keep=tcfg.keep_checkpoints)
 
     params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
@@ -311,19 +404,39 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     step, row = start_step, {}
     try:
         for step in range(start_step, tcfg.steps):
+            if tcfg.max_rollouts and rollouts_done >= tcfg.max_rollouts:
+                print(f"rollout budget reached ({rollouts_done} >= train.max_rollouts={tcfg.max_rollouts})")
+                break
             t0 = time.perf_counter()
             # snapshot so that an interrupt during rollouts checkpoints the pre-step state exactly
-            pre_state = (sampler.position, rng_state(engine.generator))
-            samples, verdicts, rewards, rounds, t_gen = _collect_rollouts(engine, sampler, verifier, params, cfg, step)
+            pre_state = (sampler.position, rng_state(engine.generator), rollouts_done,
+                         None if dfilter is None else dfilter.state_dict())
+            samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
+                engine, sampler, verifier, params, cfg, step, dfilter)
+            rollouts_done += generated
             t_ver = time.perf_counter() - t0 - t_gen
+            batch = collate(samples, torch.zeros(len(samples)), engine.pad_id)
+            seq_kl = None
+            if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
+                seq_kl = _reference_kl(ref_model, batch, cfg, device)
+                rewards = rewards - alg.kl_coef * seq_kl
             advantages = estimator(rewards, cfg.rollout.group_size)
-            batch = collate(samples, advantages, engine.pad_id)
+            batch.advantages = advantages.float()
 
             # The update and its log line are one unit: Ctrl-C waits for both.
             with _deferred_interrupts():
                 learn = update_policy(model, optimizer, batch, cfg, ref_model)
                 scheduler.step()
                 engine.sync_weights(model)
+                did_reset = False
+                if ref_reset is not None:
+                    kl_now = float(seq_kl.mean()) if seq_kl is not None else learn.get("kl")
+                    if ref_reset.should_reset(step + 1, kl_now):
+                        ref_model.load_state_dict(model.state_dict())
+                        if alg.ref_reset_optimizer:
+                            optimizer.state.clear()
+                        ref_reset.mark_reset(step + 1)
+                        did_reset = True
                 t_step = time.perf_counter() - t0
                 gen_tokens = sum(s.num_tokens for s in samples)
                 row = {
@@ -335,7 +448,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                     "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
                     "zero_variance_groups": float(
                         group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
-                    "sampling_rounds": rounds,
+                    "sampling_rounds": rounds, "rollouts": rollouts_done,
                     "adv_mean": float(advantages.mean()), "adv_std": float(advantages.std()) if len(advantages) > 1
                     else 0.0, "adv_abs_mean": float(advantages.abs().mean()),
                     "lr": scheduler.get_last_lr()[0],
@@ -344,6 +457,12 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                     "gen_time": t_gen, "verify_time": t_ver, "learn_time": t_step - t_gen - t_ver,
                     "step_time": t_step,
                 }
+                if seq_kl is not None:
+                    row["kl_in_reward"] = float(seq_kl.mean())
+                if ref_reset is not None:
+                    row["ref_reset"] = int(did_reset)
+                if dfilter is not None:
+                    row["filter_tracked_prompts"] = len(dfilter)
                 metrics_log.log(row)
                 pre_state = None
             if on_step is not None:
@@ -355,12 +474,17 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
                 with _deferred_interrupts():
                     checkpoint(step + 1)
-        step = tcfg.steps
+            if heldout_log is not None and (step + 1) % cfg.eval.every == 0:
+                heldout_log.log(_periodic_eval(engine, heldout, verifier, cfg, step + 1, rollouts_done))
+        else:
+            step = tcfg.steps
     except KeyboardInterrupt:
         done = step + (0 if pre_state is not None else 1)
         if pre_state is not None:
-            sampler.position, rngs = pre_state
+            sampler.position, rngs, rollouts_done, fstate = pre_state
             set_rng_state(rngs, engine.generator)
+            if dfilter is not None:
+                dfilter.load_state_dict(fstate)
         if bar is not None:
             bar.close()
         path = checkpoint(done)
@@ -370,6 +494,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     if bar is not None:
         bar.close()
     metrics_log.close()
+    if heldout_log is not None:
+        heldout_log.close()
     final = checkpoint(step) if tcfg.steps > start_step or latest_checkpoint(out_dir) is None else \
         latest_checkpoint(out_dir)
     summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})

@@ -17,8 +17,9 @@ class MetricsLogger:
     the file never holds a step twice.
     """
 
-    def __init__(self, output_dir: str | Path, resume_from_step: int | None = None, tensorboard: bool = True):
-        self.path = Path(output_dir) / "metrics.jsonl"
+    def __init__(self, output_dir: str | Path, resume_from_step: int | None = None, tensorboard: bool = True,
+                 name: str = "metrics.jsonl"):
+        self.path = Path(output_dir) / name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_from_step is None:
             self.path.write_text("")

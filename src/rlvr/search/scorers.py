@@ -1,0 +1,260 @@
+"""Pluggable scorers for test-time search: how good is a completion, or each step of one?
+
+A scorer answers two questions (:class:`Scorer`):
+
+* ``score(problem, completion_text) -> float``: an *outcome* score in [0, 1]
+  (best-of-N ranks by it, weighted majority sums it);
+* ``score_steps(problem, steps) -> list[float]``: one score per reasoning step,
+  the score of step ``k`` judging the solution prefix ``steps[:k+1]`` (a
+  *process* score; beam search prunes by it).
+
+Implementations:
+
+* :class:`OracleScorer` - a registered verifier against the reference answer.
+  It knows the answer, so search with it is an **upper bound** (best-of-N with
+  it is pass@N), never a deployable method.
+* :class:`OutcomeRewardModel` - an ``AutoModelForSequenceClassification`` loaded
+  from a path (an ORM, e.g. a Bradley-Terry reward model).
+* :class:`ProcessRewardModel` - a causal LM loaded from a path that follows the
+  **Math-Shepherd convention** (Wang et al. 2024, "Math-Shepherd: Verify and
+  Reinforce LLMs Step-by-step without Human Annotations"): the input is the
+  question followed by the steps, each step followed by a step tag token
+  (default ``"ки"``); the score of a step is ``softmax(logits[tag position,
+  [good, bad]])[good]`` with good/bad tokens ``"+"`` / ``"-"``.  Released PRMs in
+  this format (``peiyi9979/math-shepherd-mistral-7b-prm``) load as they are.
+
+:func:`load_scorer` builds one from a CLI spec (``oracle``, ``orm:PATH``, ``prm:PATH``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+__all__ = [
+    "Scorer",
+    "AGGREGATIONS",
+    "aggregate_step_scores",
+    "split_steps",
+    "problem_text",
+    "OracleScorer",
+    "OutcomeRewardModel",
+    "ProcessRewardModel",
+    "load_scorer",
+]
+
+AGGREGATIONS = ("min", "last", "mean", "prod")
+
+
+def aggregate_step_scores(scores: Sequence[float], how: str = "min") -> float:
+    """One score for a solution from its step scores: ``min`` (the weakest step; Lightman et al. 2023,
+    Math-Shepherd), ``last`` (the last step's, which judges the whole prefix; Snell et al. 2024),
+    ``mean``, or ``prod`` (the probability that every step is right, if independent).  No steps: 0."""
+    if how not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+    s = [float(x) for x in scores]
+    if not s:
+        return 0.0
+    if how == "min":
+        return min(s)
+    if how == "last":
+        return s[-1]
+    if how == "mean":
+        return sum(s) / len(s)
+    return math.prod(s)
+
+
+def split_steps(text: str, delimiter: str = "\n\n") -> list[str]:
+    """The reasoning steps of a completion: ``text`` split at ``delimiter``, blank pieces dropped."""
+    if not delimiter:
+        raise ValueError("the step delimiter must be a non-empty string")
+    return [s for s in text.split(delimiter) if s.strip()]
+
+
+def problem_text(problem: Any) -> str:
+    """The question of a :class:`~rlvr.types.Problem` or a stored-samples record (its last user message)."""
+    prompt = getattr(problem, "prompt", None)
+    if prompt:
+        return str(prompt)
+    msgs = getattr(problem, "messages", None) or []
+    users = [m.get("content", "") for m in msgs if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores completions (outcome) and reasoning steps (process); higher is better, in [0, 1]."""
+
+    name: str
+
+    def score(self, problem: Any, completion: str) -> float: ...
+
+    def score_steps(self, problem: Any, steps: list[str]) -> list[float]: ...
+
+
+class OracleScorer:
+    """A verifier used as the scorer: 1.0 when the completion's answer matches the reference, else 0.0.
+
+    An **upper bound**: it reads the reference answer, which a deployed search
+    never has.  ``score_steps`` gives, for each step, the verdict on the text up to
+    and including it (so 1.0 only from the step that states a correct answer).
+    """
+
+    def __init__(self, verifier: str | Callable = "math", **options: Any):
+        from rlvr.verifiers import get_verifier
+
+        self.name = f"oracle:{verifier}" if isinstance(verifier, str) else "oracle"
+        self.verify = get_verifier(verifier, **options) if isinstance(verifier, str) else verifier
+
+    def score(self, problem: Any, completion: str) -> float:
+        from rlvr.verifiers import safe_verify
+
+        return 1.0 if safe_verify(self.verify, completion, problem.answer).correct else 0.0
+
+    def score_steps(self, problem: Any, steps: list[str], delimiter: str = "\n\n") -> list[float]:
+        return [self.score(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))]
+
+
+def _load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+class OutcomeRewardModel:
+    """An outcome reward model: ``AutoModelForSequenceClassification`` from ``path``.
+
+    The input is the chat of the problem and the completion (the tokenizer's chat
+    template when it has one, else ``question + "\\n\\n" + completion``), truncated
+    on the left to ``max_length`` tokens.  The score is ``sigmoid(logit)`` for a
+    one-label head (a reward model) or the softmax probability of label 1 for a
+    two-label head (a correct/incorrect classifier); both keep the model's
+    ranking.  Sequences are scored one at a time (no padding, so no pad/EOS
+    ambiguity in finding the last token).  ``score_steps`` scores each prefix.
+    """
+
+    def __init__(self, path: str, *, device: str = "cpu", max_length: int = 4096):
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        self.name = f"orm:{path}"
+        self.tokenizer = _load_tokenizer(path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
+        self.num_labels = int(self.model.config.num_labels)
+        if self.num_labels not in (1, 2):
+            raise ValueError(f"{path}: an outcome reward model needs 1 or 2 labels, it has {self.num_labels}")
+        self.device, self.max_length, self._torch = device, max_length, torch
+
+    def _ids(self, problem: Any, completion: str) -> list[int]:
+        q = problem_text(problem)
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": q}, {"role": "assistant", "content": completion}],
+                                          tokenize=True)
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            ids = list(ids)
+        else:
+            ids = tok(q + "\n\n" + completion, add_special_tokens=True)["input_ids"]
+        return ids[-self.max_length:]
+
+    def score(self, problem: Any, completion: str) -> float:
+        torch = self._torch
+        with torch.inference_mode():
+            ids = torch.tensor([self._ids(problem, completion)], device=self.device)
+            logits = self.model(input_ids=ids).logits[0].float()
+        if self.num_labels == 1:
+            return float(torch.sigmoid(logits[0]))
+        return float(logits.softmax(-1)[1])
+
+    def score_steps(self, problem: Any, steps: list[str], delimiter: str = "\n\n") -> list[float]:
+        return [self.score(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))]
+
+
+class ProcessRewardModel:
+    """A process reward model in the Math-Shepherd format: a causal LM from ``path``.
+
+    Input token ids: ``enc(question + " ")``, then for each step
+    ``enc(step.strip() + " ") + [tag] + enc("\\n")``, each piece encoded without
+    special tokens (the tokenizer's BOS, if it has one, first).  The score of step
+    ``k`` is ``P(good | logits at the k-th tag) = softmax(logits[pos_k, [good, bad]])[0]``.
+    ``step_tag``, ``good`` and ``bad`` are strings whose *last* token is used (as
+    Math-Shepherd's reference code does); one that maps to the unknown token is an error.
+    ``score(problem, completion)`` splits the completion at ``delimiter`` and
+    aggregates the step scores with ``aggregate`` (:func:`aggregate_step_scores`).
+    """
+
+    def __init__(self, path: str, *, step_tag: str = "ки", good: str = "+", bad: str = "-",
+                 delimiter: str = "\n\n", aggregate: str = "min", device: str = "cpu", max_length: int = 4096):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if aggregate not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {aggregate!r}")
+        self.name = f"prm:{path}"
+        self.tokenizer = _load_tokenizer(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        self.tag_id = self._token_id(step_tag, "step_tag", path)
+        self.good_id = self._token_id(good, "good", path)
+        self.bad_id = self._token_id(bad, "bad", path)
+        self.delimiter, self.aggregate = delimiter, aggregate
+        self.device, self.max_length, self._torch = device, max_length, torch
+
+    def _enc(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _token_id(self, text: str, what: str, path: str) -> int:
+        ids = self._enc(text)
+        unk = self.tokenizer.unk_token_id
+        if not ids or (unk is not None and ids[-1] == unk):
+            raise ValueError(f"{path}: {what} token {text!r} is not in the tokenizer's vocabulary")
+        return ids[-1]
+
+    def _ids(self, problem: Any, steps: Sequence[str]) -> tuple[list[int], list[int]]:
+        bos = self.tokenizer.bos_token_id
+        ids = ([bos] if bos is not None else []) + self._enc(problem_text(problem) + " ")
+        positions = []
+        for s in steps:
+            ids += self._enc(s.strip() + " ")
+            positions.append(len(ids))
+            ids += [self.tag_id] + self._enc("\n")
+        return ids, positions
+
+    def score_steps(self, problem: Any, steps: list[str]) -> list[float]:
+        if not steps:
+            return []
+        torch = self._torch
+        ids, positions = self._ids(problem, steps)
+        cut = max(0, len(ids) - self.max_length)  # keep the end (all tags) when too long
+        ids = ids[cut:]
+        with torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits[0].float()
+        out = []
+        for p in positions:
+            if p - cut < 0:
+                out.append(0.5)  # step truncated away: no information
+                continue
+            pair = logits[p - cut, [self.good_id, self.bad_id]]
+            out.append(float(pair.softmax(-1)[0]))
+        return out
+
+    def score(self, problem: Any, completion: str) -> float:
+        return aggregate_step_scores(self.score_steps(problem, split_steps(completion, self.delimiter)),
+                                     self.aggregate)
+
+
+def load_scorer(spec: str, *, verifier: str = "math", delimiter: str = "\n\n", aggregate: str = "min",
+                step_tag: str = "ки", device: str = "cpu") -> Scorer:
+    """A scorer from a spec: ``oracle`` (the ``verifier`` against the reference), ``orm:PATH``, ``prm:PATH``."""
+    kind, _, path = spec.partition(":")
+    if kind == "oracle" and not path:
+        return OracleScorer(verifier)
+    if kind in ("orm", "prm") and path:
+        from pathlib import Path
+
+        if not Path(path).exists():
+            raise ValueError(f"scorer {spec!r}: no model directory at {path}")
+        if kind == "orm":
+            return OutcomeRewardModel(path, device=device)
+        return ProcessRewardModel(path, step_tag=step_tag, delimiter=delimiter, aggregate=aggregate, device=device)
+    raise ValueError(f"bad scorer {spec!r}: use oracle, orm:PATH or prm:PATH")

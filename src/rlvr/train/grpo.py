@@ -209,12 +209,17 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     return samples, verdicts, rewards, rounds, t_gen, (len(kept) + len(dropped)) * G
 
 
-def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None) -> dict[str, float]:
+def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None, dp=None) -> dict[str, float]:
     """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
 
     Gradients are accumulated over micro-batches with weights chosen so the sum
     equals the loss aggregated over the whole batch (token-mean: tokens in the
     micro-batch / tokens in the batch; sequence means: sequences / sequences).
+
+    ``dp`` (a :class:`rlvr.distributed.fsdp.DataParallel`, None on one process)
+    makes this one rank of a data-parallel step: ``batch`` is the rank's share,
+    the normalisers are the global token / sequence counts, and every rank runs
+    the same number of passes.  Diagnostics stay per rank.
     """
     alg, tcfg = cfg.algorithm, cfg.train
     B = batch.input_ids.shape[0]
@@ -222,6 +227,11 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     rows = torch.arange(B)
     if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0:
         rows = rows[batch.advantages != 0]
+    chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+    n_passes, grad_scale = len(chunks), 1.0
+    if dp is not None:  # global normalisers, and the largest pass count of any rank
+        total_tokens, B, n_passes = dp.global_sizes(float(batch.completion_mask.sum()), B, len(chunks))
+        grad_scale = dp.grad_scale
     sums: dict[str, float] = {}
     weight_total = 0.0
     grad_norm = 0.0
@@ -234,7 +244,11 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
     for epoch in range(alg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        for ci, chunk in enumerate(rows.split(tcfg.micro_batch_size) if len(rows) else ()):
+        for ci in range(n_passes):
+            if ci >= len(chunks):  # this rank has run out of rows: zero-loss pass, same collectives
+                dp.idle_pass(model, ref_model if kl_coef > 0 else None)
+                continue
+            chunk = chunks[ci]
             mb, start = _sub_batch(batch, chunk, device)
             with amp:
                 logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
@@ -261,7 +275,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                                 entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
                                 is_weights=is_weights[ci])
             w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
-            (loss * w).backward()
+            (loss * (w * grad_scale)).backward()
             n_tok = float(mask.sum())
             m = {k: float(v) for k, v in m.items()}
             m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
@@ -269,7 +283,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n_tok
             weight_total += n_tok
-        if len(rows):
+        if n_passes:
             params = [p for p in model.parameters() if p.grad is not None]
             if tcfg.max_grad_norm > 0:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, tcfg.max_grad_norm))
@@ -303,7 +317,8 @@ def _periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, st
     r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n, temperature=ecfg.temperature,
                           max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed)
     return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
-            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"]}
+            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
+            "heldout_per_problem": r["per_problem"]}
 
 
 def _fmt_eval(results: dict) -> str:

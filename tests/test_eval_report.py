@@ -1,0 +1,68 @@
+"""The results JSON, PNG plots and self-contained HTML report of `rlvr eval`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from rlvr.evaluate.report import build_results, write_report
+from rlvr.evaluate.samples import SampleRecord, make_header, score_samples
+from rlvr.types import Problem
+
+
+def _records(P: int = 12, n: int = 4) -> list[SampleRecord]:
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(P):
+        answer = str(i)
+        texts = [f"<b>step</b> & so \\boxed{{{answer if rng.random() < 0.5 else i + 1}}}" for _ in range(n)]
+        out.append(SampleRecord(id=f"test/p{i}.json", answer=answer,
+                                metadata={"level": 1 + i % 3, "subject": ["Algebra", "Geometry"][i % 2]},
+                                prompt=f"What is {i} <script>alert(1)</script>?",
+                                samples=[{"text": t, "num_tokens": 20 + j, "finish_reason": "stop" if j else "length",
+                                          "logprob_sum": -3.0} for j, t in enumerate(texts)]))
+    return out
+
+
+def _header(records):
+    problems = [Problem(id=r.id, prompt=r.prompt, answer=r.answer) for r in records]
+    return make_header("math500", problems, "tiny", "0" * 16, n=4, temperature=1.0, max_new_tokens=32, seed=1)
+
+
+def test_results_and_report_files(tmp_path):
+    recs = _records()
+    scored = score_samples(recs, "math")
+    res = build_results(_header(recs), recs, scored, examples=4)
+    assert res["num_problems"] == 12 and res["samples_per_problem"] == 4 and res["n"] == 12
+    assert res["accuracy"] == res["metrics"]["avg@k"]["4"]["value"] == scored.correct.mean()
+    assert set(res["breakdown"]) == {"level", "subject"} and list(res["breakdown"]["level"]) == ["1", "2", "3"]
+    assert res["tokens"]["truncated_fraction"] == 0.25
+    assert [p["id"] for p in res["per_problem"]] == scored.ids
+    assert {ex["correct"] for ex in res["examples"]} == {True, False}
+
+    paths = write_report(res, tmp_path / "rep")
+    for key in ("results", "passk", "level", "subject", "html"):
+        assert paths[key].is_file() and paths[key].stat().st_size > 0, key
+    for key in ("passk", "level", "subject"):
+        assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(paths["results"].read_text())["task"] == "math500"
+
+    page = paths["html"].read_text()
+    assert not re.search(r"""(src|href)\s*=\s*['"]?\s*(https?:)?//""", page, re.I)
+    assert "http://" not in page and "https://" not in page
+    assert len(re.findall(r"src='data:image/png;base64,[A-Za-z0-9+/=]{100,}'", page)) == 3
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;b&gt;step&lt;/b&gt; &amp; so" in page
+    assert "pass@4" in page and "By level" in page and "By subject" in page
+
+
+def test_report_without_metadata_has_no_breakdown(tmp_path):
+    recs = _records(5)
+    for r in recs:
+        r.metadata = {}
+    res = build_results(_header(recs), recs, score_samples(recs, "math"))
+    assert res["breakdown"] == {}
+    paths = write_report(res, tmp_path)
+    assert "level" not in paths and paths["html"].read_text().count("data:image/png;base64,") == 1

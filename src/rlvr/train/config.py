@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rlvr.config import option
+from rlvr.models.lora import LoraSettings
 
 __all__ = [
     "ModelConfig",
@@ -29,6 +30,7 @@ class ModelConfig:
     dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
     cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
     device: str = option("auto", "where the policy runs: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
+    lora: LoraSettings = field(default_factory=LoraSettings)
 
 
 @dataclass
@@ -138,6 +140,10 @@ class TrainConfig:
     autocast: Literal["none", "bfloat16"] = option(
         "none", "mixed precision for the learner's forward/backward (weights and optimizer stay in model.dtype)")
     progress: bool = option(True, "show a live progress bar")
+    async_steps: int = option(0, "asynchronous rollouts: a generator process samples up to N steps ahead of the "
+                                 "learner (needs algorithm.is_correction; 0: synchronous)")
+    rollout_worker: bool = option(False, "sample in a separate generator process even when async_steps is 0 "
+                                         "(on-policy; the baseline of benchmarks/async_rollouts.py)")
 
 
 @dataclass
@@ -198,3 +204,9 @@ class RunConfig:
             raise ValueError("reward.laser_target_length must be >= 0")
         if self.train.max_rollouts < 0 or self.eval.every < 0:
             raise ValueError("train.max_rollouts and eval.every must be >= 0")
+        if self.train.async_steps < 0:
+            raise ValueError("train.async_steps must be >= 0")
+        if self.train.async_steps > 0 and a.is_correction == "none":
+            raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
+                             f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
+                             "to correct for it")

@@ -137,10 +137,24 @@ class HFEngine:
 
     # ------------------------------------------------------------------ public
     @torch.inference_mode()
-    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]:
+    def generate(self, problems: Sequence[Problem], params: SamplingParams,
+                 prefixes: Sequence[Sequence[int] | str] | None = None) -> list[list[Sample]]:
+        """``params.n`` samples per problem.
+
+        ``prefixes`` (optional, one per problem): the beginning of the assistant's
+        answer, as token ids or as text (encoded without special tokens), appended
+        after the chat prompt so that sampling *continues* it (step-level search
+        uses this).  Each sample's ``prompt_ids`` then ends with the prefix and its
+        completion holds only the new tokens.
+        """
         if params.seed is not None:
             self.generator.manual_seed(params.seed)
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
+        if prefixes is not None:
+            if len(prefixes) != len(problems):
+                raise ValueError(f"got {len(prefixes)} prefixes for {len(problems)} problems")
+            prompts = [p + (self.tokenizer.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x))
+                       for p, x in zip(prompts, prefixes)]
         out: list[list[Sample]] = [[] for _ in problems]
         # Chunk by prompts so that each chunk decodes at most batch_size rows.
         per_chunk = max(1, self.batch_size // params.n)

@@ -1,0 +1,211 @@
+"""`rlvr eval` as a library call: problems -> stored samples -> verdicts -> metrics -> report.
+
+:func:`run_eval` takes an :class:`EvalRequest` and
+
+1. loads the problems (a benchmark file, a JSONL task, or the held-out split of a
+   training config's task),
+2. unless ``rescore_only``, loads the model, opens the samples file (refusing one
+   made for another task, model or sampling setting) and generates the missing
+   problems with :class:`~rlvr.rollout.HFEngine`, the training rollout engine,
+3. scores every stored sample with the verifier and computes pass@k / maj@k /
+   avg@k with bootstrap intervals (and the MATH-500 breakdowns),
+4. writes the results JSON and, when asked, the PNG plots and the HTML report.
+
+Re-running with the same settings generates nothing; ``rescore_only`` never
+loads a model for generation (only, when a model is named, to check its
+fingerprint against the file).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rlvr.evaluate.samples import (
+    SampleFileError,
+    SampleHeader,
+    generate_samples,
+    make_header,
+    model_fingerprint,
+    read_samples,
+    score_samples,
+    task_fingerprint,
+)
+from rlvr.types import Problem
+
+__all__ = ["EvalRequest", "run_eval", "default_verifier", "default_samples_path", "load_problems", "TASKS"]
+
+log = logging.getLogger(__name__)
+
+TASKS = ("math500", "gsm8k", "aime24", "amc23", "jsonl")
+"""Task names ``--task`` accepts (benchmark files from ../shared/data, or any JSONL file)."""
+
+_DEFAULT_VERIFIER = {"gsm8k": "numeric", "arithmetic": "numeric"}
+
+
+def default_verifier(task: str) -> str:
+    """``numeric`` for GSM8K and arithmetic (plain-number answers), ``math`` for everything else."""
+    return _DEFAULT_VERIFIER.get(task, "math")
+
+
+@dataclass
+class EvalRequest:
+    """Everything one ``rlvr eval`` run needs (the CLI fills it from flags and the config)."""
+
+    task: str
+    """Task name, stored in the samples header."""
+    problems: list[Problem]
+    """The whole task, in order (fingerprinted); ``limit`` selects the first ones."""
+    model: str | None = None
+    """Model name or path; None with ``rescore_only`` takes the file's."""
+    n: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    seed: int = 1234
+    system_prompt: str | None = None
+    limit: int | None = None
+    """Evaluate only the first ``limit`` problems (a later run without it continues)."""
+    samples_path: Path = Path("samples.jsonl")
+    rescore_only: bool = False
+    verifier: str = "math"
+    workers: int = 1
+    ks: Sequence[int] | None = None
+    """k values for the metrics (default every k in 1..n)."""
+    output: Path | None = None
+    """Results JSON (None: only in the report directory)."""
+    report_dir: Path | None = None
+    examples: int = 6
+    progress: bool = True
+    dtype: str = "float32"
+    sampler_dtype: str = "auto"
+    device: str = "cpu"
+    batch_size: int = 64
+    cache_dir: str | None = None
+    check_sampling: dict[str, Any] = field(default_factory=dict)
+    """With ``rescore_only``: sampling values the user named explicitly; the file must match them."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_samples_path(task: str, model: str, n: int, temperature: float, root: Path = Path("runs/eval")) -> Path:
+    """``runs/eval/<task>-<model>-n<n>-T<temperature>.samples.jsonl`` (model: last path part, sanitised)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model).rstrip("/")).name or "model")
+    return root / f"{task}-{slug}-n{n}-T{temperature:g}.samples.jsonl"
+
+
+def load_problems(task: str, path: str | None = None, *, prompt_field: str = "prompt",
+                  answer_field: str = "answer") -> list[Problem]:
+    """All problems of a benchmark (``path`` overrides the data file) or of a JSONL file (``path`` needed)."""
+    from rlvr.tasks import load_benchmark, load_jsonl_problems
+
+    if task == "jsonl":
+        if not path:
+            raise ValueError("--task jsonl needs --path FILE.jsonl")
+        return load_jsonl_problems(path, prompt_field=prompt_field, answer_field=answer_field)
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    return load_benchmark(task, path=path)
+
+
+def _selected(req: EvalRequest) -> list[int]:
+    if req.limit is not None and req.limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {req.limit}")
+    return list(range(len(req.problems) if req.limit is None else min(req.limit, len(req.problems))))
+
+
+def _load_model(req: EvalRequest, model: str):
+    from rlvr.models import load_policy
+
+    model_obj, tok = load_policy(model, dtype=req.dtype, device=req.device, cache=req.cache_dir)
+    return model_obj, tok
+
+
+def _rescore_records(req: EvalRequest, idx: list[int]):
+    """Header and the selected records of an existing file, checked against what was asked."""
+    if not req.samples_path.is_file():
+        raise SampleFileError(f"{req.samples_path}: no such samples file (--rescore-only never generates; "
+                              "run without it first)")
+    header, records = read_samples(req.samples_path)
+    if req.problems:
+        fp = task_fingerprint(req.problems)
+        if header.task != req.task or header.task_fingerprint != fp:
+            raise SampleFileError(f"{req.samples_path}: was made for task {header.task!r} (fingerprint "
+                                  f"{header.task_fingerprint}), asked for {req.task!r} (fingerprint {fp})")
+    differ = {k: (header.sampling.get(k), v) for k, v in req.check_sampling.items() if header.sampling.get(k) != v}
+    if differ:
+        raise SampleFileError(f"{req.samples_path}: was sampled with " + ", ".join(
+            f"{k}={a!r}" for k, (a, _) in differ.items()) + ", asked for " + ", ".join(
+            f"{k}={b!r}" for k, (_, b) in differ.items()))
+    if req.model is not None:
+        model_obj, _ = _load_model(req, req.model)
+        fp = model_fingerprint(model_obj)
+        if fp != header.model_fingerprint:
+            raise SampleFileError(f"{req.samples_path}: was made with model {header.model!r} (fingerprint "
+                                  f"{header.model_fingerprint}), asked for {req.model!r} (fingerprint {fp})")
+    if not req.problems:
+        return header, records
+    by_id = {r.id: r for r in records}
+    missing = [req.problems[i].id for i in idx if req.problems[i].id not in by_id]
+    if missing:
+        raise SampleFileError(f"{req.samples_path}: incomplete, {len(missing)} of {len(idx)} asked problems have "
+                              f"no samples (first: {missing[0]!r}); run without --rescore-only to generate them")
+    return header, [by_id[req.problems[i].id] for i in idx]
+
+
+def run_eval(req: EvalRequest) -> dict[str, Any]:
+    """Generate (or resume, or reuse) the samples, score them, write the results; return the results dict.
+
+    The dict also holds ``timing`` (seconds for generation, scoring, metrics)
+    and ``paths`` (files written).
+    """
+    from rlvr.evaluate.report import build_results, write_report
+
+    idx = _selected(req)
+    timing: dict[str, float] = {}
+    if req.rescore_only:
+        header, records = _rescore_records(req, idx)
+        timing["generate_s"] = 0.0
+    else:
+        if not req.problems:
+            raise ValueError(f"task {req.task!r} has no problems")
+        model_name = req.model or "smollm2-135m-instruct"
+        t0 = time.perf_counter()
+        model_obj, tok = _load_model(req, model_name)
+        header: SampleHeader = make_header(req.task, req.problems, model_name, model_fingerprint(model_obj), n=req.n,
+                                           temperature=req.temperature, top_p=req.top_p,
+                                           max_new_tokens=req.max_new_tokens, seed=req.seed,
+                                           system_prompt=req.system_prompt)
+        from rlvr.rollout import HFEngine
+        from rlvr.rollout.hf import sampler_dtype
+
+        engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
+                          dtype=sampler_dtype(req.sampler_dtype))
+        records = generate_samples(engine, req.problems, header, req.samples_path, indices=idx,
+                                   progress=req.progress)
+        timing["generate_s"] = time.perf_counter() - t0
+        header = read_samples(req.samples_path)[0]  # the file's own header (created time of the first run)
+    if not records:
+        raise SampleFileError(f"{req.samples_path}: holds no problems to score")
+    t0 = time.perf_counter()
+    scored = score_samples(records, req.verifier, workers=req.workers, progress=req.progress)
+    timing["score_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    results = build_results(header, records, scored, ks=req.ks, examples=req.examples,
+                            extra={"samples_file": str(req.samples_path), **req.extra})
+    timing["metrics_s"] = time.perf_counter() - t0
+    results["timing"] = timing
+    paths: dict[str, str] = {}
+    if req.report_dir is not None:
+        paths.update({k: str(v) for k, v in write_report(results, req.report_dir).items()})
+    if req.output is not None:
+        import json
+
+        req.output.parent.mkdir(parents=True, exist_ok=True)
+        req.output.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+        paths["results"] = str(req.output)
+    results["paths"] = paths
+    return results

@@ -1,0 +1,77 @@
+"""`rlvr eval` end to end on a tiny model: stored samples, report, re-scoring, refusal, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from rlvr.cli import main
+
+
+def _data(tmp_path, k=5):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i}+0", "a": str(i)}) + "\n" for i in range(k)))
+    return data
+
+
+def _args(tmp_path, model, *extra):
+    return ["eval", "--task", "jsonl", "--path", str(_data(tmp_path)), "--prompt-field", "q", "--answer-field", "a",
+            "--model", str(model), "--n", "3", "--temperature", "1.0", "--max-new-tokens", "5", "--no-progress",
+            "--samples", str(tmp_path / "s.jsonl"), *extra]
+
+
+def test_eval_task_generates_once_and_reports(tmp_path, tiny_model_dir, capsys):
+    rc = main(_args(tmp_path, tiny_model_dir, "--report", str(tmp_path / "rep"), "--limit", "3"))
+    assert rc == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "pass@3" in out and "maj@3" in out and "report written to" in out
+    res = json.loads((tmp_path / "rep" / "results.json").read_text())
+    assert res["num_problems"] == 3 and res["samples_per_problem"] == 3 and res["verifier"] == "math"
+    assert res["metrics"]["ks"] == [1, 2, 3] and res["sampling"]["temperature"] == 1.0
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "data:image/png;base64," in page and "http" not in page.replace("http-equiv", "")
+    before = (tmp_path / "s.jsonl").read_text()
+    assert len(before.splitlines()) == 4
+
+    # re-score: no generation (the file is unchanged), another verifier and k list
+    rc = main(_args(tmp_path, tiny_model_dir, "--rescore-only", "--verifier", "numeric", "--k", "1,3", "--limit", "3",
+                    "--output", str(tmp_path / "r2.json")))
+    assert rc == 0, capsys.readouterr().err
+    r2 = json.loads((tmp_path / "r2.json").read_text())
+    assert r2["verifier"] == "numeric" and r2["metrics"]["ks"] == [1, 3]
+    assert (tmp_path / "s.jsonl").read_text() == before
+
+    # re-scoring the full task is refused: two problems were never generated
+    rc = main(_args(tmp_path, tiny_model_dir, "--rescore-only"))
+    assert rc == 2 and "incomplete, 2 of 5" in capsys.readouterr().err
+    # without --limit, a normal run generates only the 2 missing problems
+    assert main(_args(tmp_path, tiny_model_dir)) == 0
+    after = (tmp_path / "s.jsonl").read_text()
+    assert after.startswith(before) and len(after.splitlines()) == 6
+
+
+def test_eval_refuses_samples_from_other_settings(tmp_path, tiny_model_dir, capsys):
+    assert main(_args(tmp_path, tiny_model_dir, "--limit", "1")) == 0
+    capsys.readouterr()
+    args = _args(tmp_path, tiny_model_dir, "--limit", "1")
+    args[args.index("--temperature") + 1] = "0.5"
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "s.jsonl" in err and "temperature=1.0 vs 0.5" in err
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"q": "9+9", "a": "18"}) + "\n")
+    args = _args(tmp_path, tiny_model_dir, "--limit", "1")
+    args[args.index("--path") + 1] = str(other)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "task: file has 'jsonl' (fingerprint" in err and "asked for 'jsonl' (fingerprint" in err
+
+
+def test_eval_rescore_missing_file_and_bad_task_file(tmp_path, tiny_model_dir, capsys):
+    assert main(_args(tmp_path, tiny_model_dir, "--rescore-only")) == 2
+    assert "no such samples file" in capsys.readouterr().err
+    assert main(["eval", "--task", "jsonl", "--model", str(tiny_model_dir)]) == 2
+    assert "--task jsonl needs --path" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "1", "answer": "1"}\n{"prompt": \n')
+    assert main(["eval", "--task", "jsonl", "--path", str(bad), "--model", str(tiny_model_dir)]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err

@@ -4,6 +4,9 @@
     rlvr eval  [CONFIG.yaml] [key=value ...]     accuracy of a model or checkpoint on a task
     rlvr config [CONFIG.yaml] [key=value ...]    print the resolved config as YAML
     rlvr verify INPUT.jsonl [--verifier math]     score completions against references
+    rlvr search SAMPLES.jsonl [--scorer oracle]   test-time strategies + budget-sweep chart over stored samples
+    rlvr compare A.json B.json [...]              does B beat A beyond noise (IQM, stratified bootstrap)
+    rlvr contamination TRAIN EVAL                 n-gram overlap between a training task and an eval set
 
 Every config key can be overridden with a dotted ``key=value`` (``rlvr train
 --help`` lists them all with types, defaults and docs).
@@ -251,6 +254,175 @@ def _cmd_verify(ns) -> int:
     return 0
 
 
+def _csv(text: str | None, kind=str, what: str = "value") -> list | None:
+    if not text:
+        return None
+    try:
+        return [kind(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise SystemExit(f"rlvr: error: bad {what} list {text!r}") from None
+
+
+def _unescape(text: str) -> str:
+    """``"\\n\\n"`` typed on a command line -> two newlines."""
+    import codecs
+
+    return codecs.decode(text, "unicode_escape")
+
+
+def _cmd_search(ns) -> int:
+    from rlvr.search.run import format_sweep, search_samples
+
+    if not ns.samples and not ns.beam:
+        raise SystemExit("rlvr: error: give a samples file (from `rlvr eval`), or --beam --task TASK")
+    opts = {"step_tag": ns.step_tag, "delimiter": _unescape(ns.delimiter), "aggregate": ns.aggregate}
+    out = Path(ns.output) if ns.output else Path(ns.samples or "runs/search/beam.jsonl").with_suffix("")
+    if ns.output is None:
+        out = out.with_name(out.name.replace(".samples", "") + ".search.json")
+    plot = Path(ns.plot) if ns.plot else out.with_suffix(".png")
+    try:
+        extra = {}
+        if ns.beam:
+            beam = _run_beam(ns, opts)
+            print(f"beam search ({beam['num_problems']} problems, width {ns.beam_width} x {ns.expansions}, "
+                  f"{beam['scorer']}): accuracy {beam['accuracy']:.1%}, {beam['mean_tokens']:.0f} tokens/problem")
+            extra["beam"] = [{k: beam[k] for k in ("n", "accuracy", "mean_tokens")}]
+            if not ns.samples:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(beam, indent=2))
+                print(f"results written to {out}")
+                return 0
+        report = search_samples(
+            ns.samples, scorer=ns.scorer, strategies=_csv(ns.strategies), budgets=_csv(ns.budgets, int, "budget"),
+            verifier=ns.verifier, workers=ns.workers, subsets=ns.subsets, draws=ns.draws, seed=ns.seed,
+            probe=ns.probe, num_bins=ns.bins, folds=ns.folds, allocator=not ns.no_allocator,
+            scorer_options=opts, output=out, plot=plot, extra_curves=extra, progress=not ns.no_progress)
+        if ns.beam:
+            report["beam"] = beam
+            out.write_text(json.dumps(report, indent=2))
+    except ValueError as e:  # SampleFileError (file:line), bad scorer / strategy / budgets
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{report['model']} on {report['task']}: {report['num_problems']} problems, n={report['sampling']['n']}, "
+          f"scorer {report['scorer']}" + (" (oracle: an upper bound)" if report["scorer_is_oracle"] else ""))
+    print(format_sweep(report))
+    print(f"report written to {report['output']}, chart to {report['plot']}")
+    return 0
+
+
+def _run_beam(ns, opts) -> dict:
+    from rlvr.evaluate.pipeline import load_problems
+    from rlvr.models import load_policy
+    from rlvr.rollout import HFEngine
+    from rlvr.search.beam import BeamConfig
+    from rlvr.search.run import run_beam
+    from rlvr.search.scorers import load_scorer
+
+    if not ns.task:
+        raise ValueError("--beam needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
+    problems = load_problems(ns.task, ns.path)[: ns.limit]
+    cfg = BeamConfig(beam_width=ns.beam_width, expansions=ns.expansions, delimiter=opts["delimiter"],
+                     aggregate=ns.aggregate, max_steps=ns.max_steps, step_max_tokens=ns.step_max_tokens,
+                     temperature=ns.temperature, seed=ns.seed)
+    verifier = ns.verifier or ("numeric" if ns.task == "gsm8k" else "math")
+    scorer = load_scorer(ns.scorer, verifier=verifier, **opts)
+    model, tok = load_policy(ns.model)
+    return run_beam(problems, HFEngine(model, tok), scorer, cfg, verifier=verifier, progress=not ns.no_progress)
+
+
+def _cmd_compare(ns) -> int:
+    from rlvr.evaluate.compare import RunFileError, compare_methods, format_comparison, load_methods
+
+    names, groups = [], []
+    for spec in ns.methods:
+        name, sep, files = spec.partition("=")
+        if not sep:
+            name, files = Path(spec.split(",")[0]).stem.replace(".results", ""), spec
+        names.append(name)
+        groups.append([f for f in files.split(",") if f])
+    try:
+        datas = load_methods(groups)
+    except RunFileError as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    results = []
+    for name, data in zip(names[1:], datas[1:]):
+        c = compare_methods(datas[0], data, name_a=names[0], name_b=name, n_resamples=ns.resamples,
+                            confidence=ns.confidence, seed=ns.seed, resample=ns.resample)
+        print(format_comparison(c) + "\n")
+        results.append(c.to_dict())
+    print(f"({len(datas[0])} task(s): {', '.join(datas[0])}; IQM over run x task scores, Agarwal et al. 2021)")
+    if ns.output:
+        Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.output).write_text(json.dumps({"baseline": names[0], "comparisons": results}, indent=2))
+        print(f"written to {ns.output}")
+    return 0
+
+
+def _cmd_contamination(ns) -> int:
+    from rlvr.evaluate.contamination import contamination_report, load_texts
+
+    fields = _csv(ns.fields)
+    train = [t for _, t in load_texts(ns.train, "train", fields)]
+    items = load_texts(ns.eval, "eval", fields)
+    rep = contamination_report(train, items, n=ns.n, threshold=ns.threshold)
+    s = rep.summary()
+    print(f"{ns.eval} vs {ns.train}: {s['flagged']} of {s['eval_items']} evaluation items have >= "
+          f"{ns.threshold:.0%} of their {ns.n}-grams in the {s['train_texts']} training texts "
+          f"({s['any_overlap']} with any overlap; mean overlap {s['mean_overlap']:.2%})")
+    for it in sorted(rep.flagged, key=lambda r: -r["fraction"])[: ns.show]:
+        print(f"  {it['id']}: {it['fraction']:.0%} ({it['overlapping']}/{it['ngrams']} {ns.n}-grams)")
+    if ns.output:
+        Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.output).write_text(json.dumps(rep.to_dict(), indent=2))
+        print(f"report written to {ns.output}")
+    return 0
+
+
+_SEARCH_DESCRIPTION = """\
+Test-time search over a stored-samples file (`rlvr eval ... --n 16` writes one).
+
+Every strategy picks one of the first N samples per problem: best_of_n (the
+highest scorer score; ties: the earliest sample), majority (the most frequent
+normalised answer; ties: the answer seen first), weighted_majority (answers
+weighted by scorer score). For each budget N it reports accuracy and the
+generated tokens actually used, plus the compute-optimal allocation (Snell et
+al. 2024: difficulty bins from the first --probe samples' scores, the best
+(strategy, N) per bin chosen by cross-validation) and, per point, the
+efficiency vs best-of-N (tokens best-of-N needs for that accuracy / tokens
+used). Writes a JSON report and one PNG chart (accuracy vs tokens and vs N).
+
+Scorers: oracle (the verifier: best-of-N is then pass@N, an upper bound),
+orm:PATH (AutoModelForSequenceClassification), prm:PATH (causal LM in the
+Math-Shepherd format, step tag --step-tag after each step, P('+') scored).
+
+--beam runs step-level beam search live with --model on --task, guided by a
+process scorer (--scorer prm:PATH; --delimiter, --aggregate); with a samples
+file too, its point joins the chart.
+
+Examples:
+  rlvr eval --task math500 --limit 30 --n 8 --temperature 0.8 --max-new-tokens 256
+  rlvr search runs/eval/math500-smollm2-135m-instruct-n8-T0.8.samples.jsonl
+  rlvr search SAMPLES.jsonl --scorer orm:/path/to/reward-model --budgets 1,2,4,8
+"""
+
+_COMPARE_DESCRIPTION = """\
+Does method B beat method A beyond noise, and by how much? (Agarwal et al. 2021,
+"Deep RL at the Edge of the Statistical Precipice".)
+
+Each FILE is one run (one seed on one task): an `rlvr eval` results JSON
+(per_problem accuracies with ids) or {"task": ..., "scores": {id: score}}.
+Give a method several files with commas (seeds, tasks) and a name with NAME=.
+Scores: interquartile mean (IQM) of the run x task matrix; 95% intervals by a
+stratified bootstrap (within each task: runs and problems resampled, problems
+paired across methods by id); verdict from the interval of IQM(B) - IQM(A),
+plus the probability of improvement P(B > A).
+
+Example:
+  rlvr compare base=runs/eval/base.results.json grpo=runs/eval/s0.results.json,runs/eval/s1.results.json
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="rlvr", description=__doc__, formatter_class=fmt)
@@ -322,6 +494,75 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a malformed input line: warn with file:line and skip it (default), or stop with an error")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("search", help="test-time search: strategies and budget sweeps over stored samples",
+                       formatter_class=fmt, description=_SEARCH_DESCRIPTION)
+    p.add_argument("samples", nargs="?", help="samples file written by `rlvr eval` (*.samples.jsonl)")
+    p.add_argument("--strategies", default="best_of_n,majority,weighted_majority",
+                   help="comma list of best_of_n, majority, weighted_majority (default all three)")
+    p.add_argument("--scorer", default="oracle",
+                   help="oracle (the verifier: an upper bound), orm:PATH (sequence classifier) or prm:PATH "
+                        "(Math-Shepherd-style process reward model); default oracle")
+    p.add_argument("--budgets", help="samples per problem to sweep, e.g. 1,2,4,8 (default powers of 2 up to n)")
+    p.add_argument("--verifier", help="verifier for correctness and vote answers (default numeric for gsm8k, else math)")
+    p.add_argument("--workers", type=int, default=1, help="verifier processes (default 1)")
+    p.add_argument("--subsets", choices=("first", "random"), default="first",
+                   help="which N of the n samples: the first N (default) or random N-subsets averaged over --draws")
+    p.add_argument("--draws", type=int, default=16, help="random N-subsets per problem with --subsets random")
+    p.add_argument("--seed", type=int, default=0, help="seed of subsets, folds and beam sampling (default 0)")
+    p.add_argument("--probe", type=int, default=4, help="compute-optimal: samples used to estimate difficulty (4)")
+    p.add_argument("--bins", type=int, default=5, help="compute-optimal: difficulty bins (default 5)")
+    p.add_argument("--folds", type=int, default=5, help="compute-optimal: cross-validation folds (default 5)")
+    p.add_argument("--no-allocator", action="store_true", help="skip the compute-optimal allocation")
+    p.add_argument("--delimiter", default="\\n\\n", help="step delimiter, escapes allowed (default \\n\\n)")
+    p.add_argument("--aggregate", choices=("min", "last", "mean", "prod"), default="min",
+                   help="how a PRM's step scores make one score (default min)")
+    p.add_argument("--step-tag", default="ки", help="PRM step tag token (default ки, as Math-Shepherd)")
+    p.add_argument("--output", help="report JSON (default SAMPLES with .search.json)")
+    p.add_argument("--plot", help="budget-sweep chart PNG (default the report path with .png)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    g = p.add_argument_group("live beam search (--beam)")
+    g.add_argument("--beam", action="store_true", help="run step-level beam search with the model on --task")
+    g.add_argument("--task", help="math500, gsm8k, aime24, amc23 or jsonl (with --path)")
+    g.add_argument("--path", help="data file override / the jsonl file")
+    g.add_argument("--limit", type=int, default=None, help="first N problems only")
+    g.add_argument("--model", default="smollm2-135m-instruct", help="policy to sample steps from")
+    g.add_argument("--beam-width", type=int, default=4, help="beams kept per step (default 4)")
+    g.add_argument("--expansions", type=int, default=4, help="next steps sampled per beam (default 4)")
+    g.add_argument("--max-steps", type=int, default=8, help="steps per beam at most (default 8)")
+    g.add_argument("--step-max-tokens", type=int, default=128, help="tokens per step at most (default 128)")
+    g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    p.set_defaults(func=_cmd_search)
+
+    p = sub.add_parser("compare", help="does run B beat run A beyond noise? (IQM, stratified bootstrap)",
+                       formatter_class=fmt, description=_COMPARE_DESCRIPTION)
+    p.add_argument("methods", nargs="+", metavar="[NAME=]FILE[,FILE...]",
+                   help="results JSON files of one method (seeds and tasks, comma-separated); the first is the "
+                        "baseline every other is compared with")
+    p.add_argument("--resample", choices=("runs+problems", "runs", "problems"), default="runs+problems",
+                   help="what the stratified bootstrap resamples within each task (default runs+problems)")
+    p.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--output", help="write the comparisons as JSON here")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("contamination", help="n-gram overlap between a training task and an evaluation set",
+                       formatter_class=fmt,
+                       description="For each evaluation item, the fraction of its word n-grams (NFKC, lower-case, "
+                                   "whitespace-split) found anywhere in the training texts; items at or above "
+                                   "--threshold are flagged. TRAIN and EVAL are task names (gsm8k: train split as "
+                                   "TRAIN, test split as EVAL; math500, aime24, amc23, arithmetic) or JSONL files "
+                                   "(text from --fields, default the first of prompt/problem/question/text/input).\n\n"
+                                   "Example: rlvr contamination gsm8k math500 --n 8")
+    p.add_argument("train", help="training task name or JSONL file")
+    p.add_argument("eval", help="evaluation task name or JSONL file")
+    p.add_argument("--n", type=int, default=13, help="n-gram length in words (default 13)")
+    p.add_argument("--threshold", type=float, default=0.5, help="flag items with at least this overlap (0.5)")
+    p.add_argument("--fields", help="JSONL fields holding the text, comma-separated (joined by newlines)")
+    p.add_argument("--show", type=int, default=20, help="flagged items to print (default 20)")
+    p.add_argument("--output", help="write the full report JSON here")
+    p.set_defaults(func=_cmd_contamination)
     return parser
 
 

@@ -306,7 +306,8 @@ def _cmd_search(ns) -> int:
     print(f"{report['model']} on {report['task']}: {report['num_problems']} problems, n={report['sampling']['n']}, "
           f"scorer {report['scorer']}" + (" (oracle: an upper bound)" if report["scorer_is_oracle"] else ""))
     print(format_sweep(report))
-    print(f"report written to {report['output']}, chart to {report['plot']}")
+    print(f"report written to {report['output']}" + (f", chart to {report['plot']}" if report["plot"] else
+                                                       " (no chart: matplotlib is not installed)"))
     return 0
 
 

@@ -90,7 +90,13 @@ def search_samples(samples_path: str | Path, *, scorer: str = "oracle", strategi
     if plot:
         title = (f"{header.model} on {header.task}: {len(records)} problems, n={header.n}, "
                  f"T={header.sampling.get('temperature')}, scorer {scorer_name}")
-        report["plot"] = str(plot_sweep(res, plot, title=title))
+        try:
+            report["plot"] = str(plot_sweep(res, plot, title=title))
+        except ImportError:  # matplotlib is in the dev extra
+            import logging
+
+            logging.getLogger(__name__).warning("no chart: matplotlib is not installed (pip install matplotlib)")
+            report["plot"] = None
     if output:
         out = Path(output)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -193,3 +193,33 @@ def test_score_samples_math_and_callable(tmp_path):
     exact = score_samples(recs, lambda c, a: __import__("rlvr.types", fromlist=["Verdict"]).Verdict(float(c == a), c))
     assert not exact.correct.any()
     assert np.array_equal(score_samples(recs, "math", workers=2).correct, s.correct)
+
+
+def test_math_verifier_checks_a_repeated_symbolic_pair_once(monkeypatch):
+    import rlvr.verifiers.math as vm
+    from rlvr.verifiers import get_verifier
+    from rlvr.verifiers.math.compare import symbolic_compare
+
+    calls = []
+
+    class FakeSandbox:
+        def __init__(self, status="ok"):
+            self.status = status
+
+        def call(self, fn, args, timeout):
+            calls.append(args[:2])
+            return (self.status, fn(*args)) if self.status == "ok" else (self.status, None)
+
+    monkeypatch.setattr(vm, "get_sandbox", lambda: FakeSandbox())
+    v = get_verifier("math")
+    for _ in range(3):
+        assert v("\\boxed{(x+1)^2}", "x^2+2x+1").correct
+        assert not v("\\boxed{\\sqrt{3}}", "\\frac{\\pi}{2}").correct
+    assert len(calls) == 2
+    assert symbolic_compare("x^2+2x+1", "(x+1)^2")[0]
+    monkeypatch.setattr(vm, "get_sandbox", lambda: FakeSandbox("timeout"))
+    calls.clear()
+    v2 = get_verifier("math")
+    for _ in range(2):
+        assert v2("\\boxed{(x+1)^2}", "x^2+2x+1").reason.startswith("timeout")
+    assert len(calls) == 2  # a timeout is not remembered

@@ -94,10 +94,17 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise ValueError(f"timeout must be seconds in (0, 3600], got {timeout!r}")
 
+    # Symbolic results per (gold, answer) pair: many samples of one problem share an answer,
+    # and re-scoring stored samples repeats pairs.  Timeouts and errors are never cached.
+    symbolic_cache: dict[tuple[str, str], tuple[bool, str]] = {}
+
     def compare(g: str, p: str) -> tuple[bool, str]:
         quick = quick_compare(g, p, float(tolerance))
         if quick is not None:
             return quick
+        hit = symbolic_cache.get((g, p))
+        if hit is not None:
+            return hit
         if not isolate:
             return symbolic_compare(g, p, float(tolerance))
         status, value = get_sandbox().call(symbolic_compare, (g, p, float(tolerance)), float(timeout))
@@ -105,6 +112,8 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             return False, f"timeout: symbolic check over {timeout:g}s"
         if status == "error":
             return False, f"verifier error: {_short(value, 200)}"
+        if len(symbolic_cache) < 100_000:
+            symbolic_cache[(g, p)] = value
         return value
 
     def check(completion: Any, reference: Any) -> Verdict:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,9 @@ def _state(model, optimizer) -> dict[str, Any]:
 
 def save_sharded(path: str | Path, model, optimizer=None) -> None:
     """Write model (and optimizer) state to the DCP directory ``path``; collective."""
-    dcp.save(_state(model, optimizer), checkpoint_id=str(path), no_dist=not _distributed())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # one process is the intent
+        dcp.save(_state(model, optimizer), checkpoint_id=str(path), no_dist=not _distributed())
 
 
 def load_sharded(path: str | Path, model, optimizer=None) -> None:
@@ -88,7 +91,9 @@ def load_sharded(path: str | Path, model, optimizer=None) -> None:
     ``get_state_dict``, a zero-lr step), so a fresh optimizer can be resumed.
     """
     state = _state(model, optimizer)
-    dcp.load(state, checkpoint_id=str(path), no_dist=not _distributed())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(state, checkpoint_id=str(path), no_dist=not _distributed())
     if optimizer is None:
         set_model_state_dict(model, state["model"])
     else:

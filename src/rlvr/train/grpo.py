@@ -37,9 +37,11 @@ from rlvr.algorithms.sampling import DifficultyFilter, informative_groups
 from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
+from rlvr.models.lora import apply_lora
 from rlvr.rollout import HFEngine, SamplingParams
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
 from rlvr.rollout.hf import sampler_dtype
+from rlvr.train.accounting import StepAccounting
 from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.train.config import RunConfig
@@ -345,18 +347,21 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
     device = resolve_device(cfg.model.device)
     model.to(device)
+    if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
+        model = apply_lora(model, cfg.model.lora)
     ref_model = None
     if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
         import copy
 
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     train_problems, heldout = problems if problems is not None else build_task(cfg.task)
+    injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
     verifier = verifier or get_verifier(cfg.reward.verifier)
     estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
-                      dtype=sampler_dtype(cfg.rollout.dtype))
+                      dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout)
     engine.generator.manual_seed(tcfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, betas=tuple(tcfg.betas),
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tcfg.lr, betas=tuple(tcfg.betas),
                                   weight_decay=tcfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg)
     sampler = PromptSampler(train_problems, seed=tcfg.seed)
@@ -417,19 +422,46 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
 
         bar = tqdm(total=tcfg.steps, initial=start_step, desc="GRPO", unit="step", dynamic_ncols=True)
     step, row = start_step, {}
+    acct = StepAccounting(device)  # per-step time split, tokens/s, peak memory
+    worker = None
     try:
+        if tcfg.async_steps > 0 or tcfg.rollout_worker:  # rollouts from a generator process, k steps ahead
+            from rlvr.train.async_rollouts import AsyncRollouts
+
+            worker = AsyncRollouts(model, tokenizer, train_problems, params, cfg, verifier=injected_verifier,
+                                   dfilter=dfilter, start=start_step, end=tcfg.steps, max_ahead=tcfg.async_steps,
+                                   data_position=sampler.position, generator_state=engine.generator.get_state(),
+                                   device=device)
         for step in range(start_step, tcfg.steps):
             if tcfg.max_rollouts and rollouts_done >= tcfg.max_rollouts:
                 print(f"rollout budget reached ({rollouts_done} >= train.max_rollouts={tcfg.max_rollouts})")
                 break
-            t0 = time.perf_counter()
+            acct.start_step()
             # snapshot so that an interrupt during rollouts checkpoints the pre-step state exactly
             pre_state = (sampler.position, rng_state(engine.generator), rollouts_done,
                          None if dfilter is None else dfilter.state_dict())
-            samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
-                engine, sampler, verifier, params, cfg, step, dfilter)
+            lag: dict[str, Any] = {}
+            if worker is None:
+                t0 = time.perf_counter()
+                samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
+                    engine, sampler, verifier, params, cfg, step, dfilter)
+                acct.add_time("generate", t_gen)
+                acct.add_time("verify", time.perf_counter() - t0 - t_gen)
+            else:
+                with acct.phase("wait"):
+                    rb = worker.get(step)
+                samples, verdicts, rewards, rounds, generated = rb.samples, rb.verdicts, rb.rewards, rb.rounds, \
+                    rb.generated
+                acct.add_time("generate", rb.gen_time)
+                acct.add_time("verify", rb.verify_time)
+                # the generator's state after this batch is what a checkpoint must resume from
+                sampler.position = rb.state["data_position"]
+                engine.generator.set_state(rb.state["generator"])
+                if dfilter is not None:
+                    dfilter.load_state_dict(rb.state["difficulty_filter"])
+                lag = {"policy_version": rb.version, "staleness": rb.staleness,
+                       "rollout_peak_rss_mb": rb.peak_rss_mb}
             rollouts_done += generated
-            t_ver = time.perf_counter() - t0 - t_gen
             batch = collate(samples, torch.zeros(len(samples)), engine.pad_id)
             seq_kl = None
             if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
@@ -440,9 +472,13 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
 
             # The update and its log line are one unit: Ctrl-C waits for both.
             with _deferred_interrupts():
-                learn = update_policy(model, optimizer, batch, cfg, ref_model)
-                scheduler.step()
-                engine.sync_weights(model)
+                with acct.phase("learn"):
+                    learn = update_policy(model, optimizer, batch, cfg, ref_model)
+                    scheduler.step()
+                with acct.phase("sync"):
+                    engine.sync_weights(model)
+                    if worker is not None:
+                        worker.send_weights(step + 1, model)
                 did_reset = False
                 if ref_reset is not None:
                     kl_now = float(seq_kl.mean()) if seq_kl is not None else learn.get("kl")
@@ -452,8 +488,10 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                             optimizer.state.clear()
                         ref_reset.mark_reset(step + 1)
                         did_reset = True
-                t_step = time.perf_counter() - t0
                 gen_tokens = sum(s.num_tokens for s in samples)
+                acct.add_tokens(gen_tokens)
+                timing = acct.row()
+                t_step = timing["step_time"]
                 row = {
                     "step": step + 1,
                     "reward_mean": float(rewards.mean()),
@@ -468,9 +506,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                     else 0.0, "adv_abs_mean": float(advantages.abs().mean()),
                     "lr": scheduler.get_last_lr()[0],
                     **learn,
-                    "tokens_per_s": gen_tokens / max(t_gen, 1e-9),
-                    "gen_time": t_gen, "verify_time": t_ver, "learn_time": t_step - t_gen - t_ver,
-                    "step_time": t_step,
+                    **timing,  # gen/verify/learn/sync/wait/step time, tokens/s, peak_rss_mb
+                    **lag,  # async: policy_version, staleness, rollout process peak memory
                 }
                 if seq_kl is not None:
                     row["kl_in_reward"] = float(seq_kl.mean())
@@ -506,6 +543,9 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         metrics_log.close()
         print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
         raise TrainingInterrupted() from None
+    finally:
+        if worker is not None:
+            worker.close()
     if bar is not None:
         bar.close()
     metrics_log.close()

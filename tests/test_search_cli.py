@@ -87,3 +87,31 @@ def test_search_with_reward_model_adds_oracle_ceiling(samples_file, tmp_path):
     bon = rep["curves"]["best_of_n"]
     assert bon[0]["accuracy"] == pytest.approx(0.5)  # N=1 is sample 0 whatever the scorer
     assert 0.0 <= bon[1]["accuracy"] <= 0.75  # a reranker never beats the oracle
+
+
+def test_cli_beam_mode_on_tiny_models(tmp_path, tiny_model_dir, capsys):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from conftest import make_tokenizer
+    from rlvr.cli import main
+
+    tok = make_tokenizer()
+    torch.manual_seed(1)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "prm")
+    tok.save_pretrained(tmp_path / "prm")
+    data = tmp_path / "probs.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"What is {i}+1?", "answer": str(i + 1)}) + "\n"
+                            for i in range(3)))
+    out = tmp_path / "beam.json"
+    assert main(["search", "--beam", "--task", "jsonl", "--path", str(data), "--limit", "2", "--model",
+                 str(tiny_model_dir), "--scorer", f"prm:{tmp_path / 'prm'}", "--step-tag", "#", "--delimiter", " ",
+                 "--beam-width", "2", "--expansions", "2", "--max-steps", "2", "--step-max-tokens", "4",
+                 "--output", str(out), "--no-progress"]) == 0
+    assert "beam search (2 problems, width 2 x 2" in capsys.readouterr().out
+    rep = json.loads(out.read_text())
+    assert rep["num_problems"] == 2 and rep["n"] == 4 and 0 <= rep["accuracy"] <= 1
+    assert all(0 < r["generated_tokens"] <= r["candidates"] * 4 for r in rep["per_problem"])
+    assert rep["config"]["delimiter"] == " " and rep["scorer"].startswith("prm:")

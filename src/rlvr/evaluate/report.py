@@ -207,7 +207,8 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.92em}th,td{border:1px so
 th{background:#f4f4f4}td.l,th.l{text-align:left}.muted{color:#777;font-size:.9em}
 .cards{display:flex;gap:1em;flex-wrap:wrap}.card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;min-width:9em}
 .card .v{font-size:1.5em;font-weight:600}.card .ci{color:#777;font-size:.85em}
-img{max-width:100%;border:1px solid #eee}
+img{max-width:100%;border:1px solid #eee}.row{display:flex;gap:1.2em;align-items:flex-start;flex-wrap:wrap}
+.row img{width:500px;flex:0 0 auto}.row table{flex:0 0 auto;margin-top:0;font-size:.85em}
 pre{white-space:pre-wrap;word-wrap:break-word;background:#f8f8f8;border:1px solid #eee;padding:.6em;max-height:22em;
 overflow:auto;font-size:.85em}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#c62828;font-weight:600}
@@ -246,7 +247,7 @@ def render_html(results: dict[str, Any], images: dict[str, Path]) -> str:
              f"{s.get('seed')}; verifier <code>{e(str(results['verifier']))}</code>; task fingerprint "
              f"<code>{e(results['task_fingerprint'])}</code>, model fingerprint "
              f"<code>{e(results['model_fingerprint'])}</code>. Intervals: 95% percentile bootstrap over problems.</p>"]
-    cards = [("accuracy (avg@n)", m["avg@k"][ks[-1]]), ("pass@1", m["pass@k"][ks[0]]),
+    cards = [(f"accuracy (avg@{ks[-1]})", m["avg@k"][ks[-1]]), ("pass@1", m["pass@k"][ks[0]]),
              (f"pass@{ks[-1]}", m["pass@k"][ks[-1]]), (f"maj@{ks[-1]}", m["maj@k"][ks[-1]])]
     parts.append("<div class='cards'>" + "".join(
         f"<div class='card'><div>{e(name)}</div><div class='v'>{_pct(r['value'])}</div>"
@@ -255,22 +256,23 @@ def render_html(results: dict[str, Any], images: dict[str, Path]) -> str:
     parts.append(f"<p class='muted'>Completion length: mean {t['mean']:.0f} tokens, median {t['median']:.0f}, "
                  f"max {t['max']}; {_pct(t['truncated_fraction'])} hit the token limit; "
                  f"{_pct(t['no_answer_fraction'])} gave no extractable answer.</p>")
-    parts.append("<h2>pass@k, maj@k, avg@k</h2>" + _img(images.get("passk"), "pass@k curves"))
+    shown = ks if len(ks) <= 16 else [k for k in ks if (int(k) & (int(k) - 1)) == 0 or k == ks[-1]]
+    parts.append("<h2>pass@k, maj@k, avg@k</h2><div class='row'>" + _img(images.get("passk"), "pass@k curves"))
     parts.append("<table><tr><th>k</th><th>pass@k</th><th>maj@k</th><th>avg@k</th></tr>" + "".join(
-        f"<tr><td>{k}</td>{_cell(m['pass@k'][k])}{_cell(m['maj@k'][k])}{_cell(m['avg@k'][k])}</tr>" for k in ks)
-        + "</table>")
+        f"<tr><td>{k}</td>{_cell(m['pass@k'][k])}{_cell(m['maj@k'][k])}{_cell(m['avg@k'][k])}</tr>" for k in shown)
+        + "</table></div>")
     parts.append("<p class='muted'>pass@k: unbiased estimator 1 &minus; C(n&minus;c,k)/C(n,k) (Chen et al. 2021). "
                  "maj@k: expected correctness of a majority vote over k random samples (all subsets when at most "
                  "64, else 64 seeded random subsets per problem; ties score the fraction of tied answers that are "
                  "right; answers are bucketed by their normalised form, numbers by exact value). avg@k: mean "
                  "accuracy of a sample, the same for every k.</p>")
     for field, groups in results.get("breakdown", {}).items():
-        parts.append(f"<h2>By {e(field)}</h2>" + _img(images.get(field), f"accuracy by {field}"))
+        parts.append(f"<h2>By {e(field)}</h2><div class='row'>" + _img(images.get(field), f"accuracy by {field}"))
         parts.append(f"<table><tr><th class='l'>{e(field)}</th><th>problems</th><th>accuracy (avg@{n})</th>"
                      f"<th>pass@{n}</th><th>maj@{n}</th></tr>" + "".join(
                          f"<tr><td class='l'>{e(g)}</td><td>{r['num_problems']}</td>{_cell(r['avg@k'][str(n)])}"
                          f"{_cell(r['pass@k'][str(n)])}{_cell(r['maj@k'][str(n)])}</tr>" for g, r in groups.items())
-                     + "</table>")
+                     + "</table></div>")
     if results.get("examples"):
         parts.append("<h2>Example completions</h2>")
         for ex in results["examples"]:

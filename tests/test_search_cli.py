@@ -115,3 +115,21 @@ def test_cli_beam_mode_on_tiny_models(tmp_path, tiny_model_dir, capsys):
     assert rep["num_problems"] == 2 and rep["n"] == 4 and 0 <= rep["accuracy"] <= 1
     assert all(0 < r["generated_tokens"] <= r["candidates"] * 4 for r in rep["per_problem"])
     assert rep["config"]["delimiter"] == " " and rep["scorer"].startswith("prm:")
+
+
+def test_logprob_scorer_uses_stored_logprobs(samples_file):
+    from rlvr.evaluate.samples import read_samples
+    from rlvr.search.run import logprob_scores, search_samples
+
+    _, records = read_samples(samples_file)
+    s = logprob_scores(records)
+    # every stored sample has logprob_sum -1 and 10 * (j + 1) tokens
+    import numpy as np
+
+    np.testing.assert_allclose(s[0], np.exp(-1 / (10 * (np.arange(4) + 1))))
+    rep = search_samples(samples_file, scorer="logprob", budgets=[4], strategies=["best_of_n"], allocator=False,
+                         progress=False)
+    # the longest sample (index 3) has the highest mean token probability: p0 "3" wrong, p1 "7" right,
+    # p2 no answer, p3 "5" wrong
+    assert rep["curves"]["best_of_n"][0]["accuracy"] == pytest.approx(0.25)
+    assert rep["scorer"] == "logprob" and "pass@n (oracle)" in rep["curves"]

@@ -24,7 +24,7 @@ from rlvr.search.scorers import Scorer, load_scorer
 from rlvr.search.strategies import evaluate_strategy
 from rlvr.search.sweep import SweepResult, efficiency_ratios, plot_sweep, run_sweep
 
-__all__ = ["score_records", "search_samples", "run_beam", "format_sweep"]
+__all__ = ["score_records", "logprob_scores", "search_samples", "run_beam", "format_sweep"]
 
 
 def score_records(scorer: Scorer, records: Sequence[Any], progress: bool = False) -> np.ndarray:
@@ -40,6 +40,20 @@ def score_records(scorer: Scorer, records: Sequence[Any], progress: bool = False
     return np.asarray(rows, dtype=float)
 
 
+def logprob_scores(records: Sequence[Any]) -> np.ndarray:
+    """``[P, n]`` the sampler's own confidence in each stored sample: ``exp(logprob_sum / num_tokens)``,
+    the geometric-mean token probability, in (0, 1] (no extra model; a weak but deployable scorer)."""
+    rows = []
+    for r in records:
+        row = []
+        for s in r.samples:
+            if "logprob_sum" not in s:
+                raise ValueError(f"problem {r.id}: stored samples lack logprob_sum; use another --scorer")
+            row.append(float(np.exp(float(s["logprob_sum"]) / max(1, int(s.get("num_tokens", 1))))))
+        rows.append(row)
+    return np.asarray(rows, dtype=float)
+
+
 def search_samples(samples_path: str | Path, *, scorer: str = "oracle", strategies: Sequence[str] | None = None,
                    budgets: Sequence[int] | None = None, verifier: str | None = None, workers: int = 1,
                    subsets: str = "first", draws: int = 16, seed: int = 0, probe: int = 4, num_bins: int = 5,
@@ -49,7 +63,8 @@ def search_samples(samples_path: str | Path, *, scorer: str = "oracle", strategi
     """Budget sweep of test-time strategies over a stored-samples file; returns (and writes) the report dict.
 
     ``scorer``: ``oracle`` (the verifier's verdicts: best-of-N becomes pass@N, an
-    upper bound), ``orm:PATH`` or ``prm:PATH``.  ``verifier`` defaults to
+    upper bound), ``logprob`` (the sampler's own mean token probability, from the
+    stored samples: :func:`logprob_scores`), ``orm:PATH`` or ``prm:PATH``.  ``verifier`` defaults to
     ``numeric`` for gsm8k and ``math`` otherwise.  ``extra_curves`` (e.g. a beam
     search point) are added to the chart and the efficiency table.
     """
@@ -65,6 +80,8 @@ def search_samples(samples_path: str | Path, *, scorer: str = "oracle", strategi
     t_verify = time.perf_counter() - t0
     if scorer == "oracle":
         scores, scorer_name = correct.astype(float), f"oracle:{verifier}"
+    elif scorer == "logprob":
+        scores, scorer_name = logprob_scores(records), "logprob"
     else:
         sc = load_scorer(scorer, verifier=verifier, **(scorer_options or {}))
         scores, scorer_name = score_records(sc, records, progress=progress), sc.name

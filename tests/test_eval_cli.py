@@ -75,3 +75,25 @@ def test_eval_rescore_missing_file_and_bad_task_file(tmp_path, tiny_model_dir, c
     bad.write_text('{"prompt": "1", "answer": "1"}\n{"prompt": \n')
     assert main(["eval", "--task", "jsonl", "--path", str(bad), "--model", str(tiny_model_dir)]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def test_eval_benchmark_files_pick_verifier_and_breakdowns(tmp_path, tiny_model_dir, capsys):
+    math500 = tmp_path / "math500_test.jsonl"
+    math500.write_text("".join(json.dumps({"problem": f"What is {i}/2?", "answer": f"\\frac{{{i}}}{{2}}",
+                                           "subject": ["Algebra", "Geometry"][i % 2], "level": 1 + i % 3,
+                                           "unique_id": f"test/x/{i}.json", "solution": "..."}) + "\n"
+                               for i in range(4)))
+    gsm8k = tmp_path / "gsm8k_test.jsonl"
+    gsm8k.write_text(json.dumps({"question": "2+2?", "answer": "2+2=4\n#### 4"}) + "\n")
+    common = ["--model", str(tiny_model_dir), "--n", "2", "--temperature", "1.0", "--max-new-tokens", "3",
+              "--limit", "3", "--no-progress"]
+    rc = main(["eval", "--task", "math500", "--path", str(math500), *common, "--output", str(tmp_path / "m.json")])
+    assert rc == 0, capsys.readouterr().err
+    res = json.loads((tmp_path / "m.json").read_text())
+    assert res["verifier"] == "math" and res["task"] == "math500" and res["num_problems"] == 3
+    assert set(res["breakdown"]) == {"level", "subject"} and list(res["breakdown"]["level"]) == ["1", "2", "3"]
+    assert [row["subject"] for row in res["per_problem"]] == ["Algebra", "Geometry", "Algebra"]
+    assert (tmp_path / "math500-tiny-model-n2-T1.samples.jsonl").is_file()
+    rc = main(["eval", "--task", "gsm8k", "--path", str(gsm8k), *common, "--output", str(tmp_path / "g.json")])
+    assert rc == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "g.json").read_text())["verifier"] == "numeric"

@@ -20,6 +20,7 @@ __all__ = [
     "RewardConfig",
     "TrainConfig",
     "EvalConfig",
+    "DistributedConfig",
     "RunConfig",
 ]
 
@@ -59,10 +60,17 @@ class RolloutConfig:
     temperature: float = option(1.0, "sampling temperature during training")
     top_p: float = option(1.0, "nucleus sampling mass during training")
     batch_size: int = option(64, "sequences decoded together by the engine")
-    engine: Literal["hf"] = option("hf", "rollout engine (hf on CPU; vllm arrives with the gpu extra)")
+    engine: Literal["hf", "vllm"] = option(
+        "hf", "rollout engine: hf (in-process HF model, the CPU default) or vllm (needs the gpu extra)")
     dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
     ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
+    vllm_gpu_memory_utilization: float = option(
+        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)")
+    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over")
+    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)")
+    vllm_sleep: bool = option(False, "vllm: sleep (weights to CPU RAM, KV cache freed) during the learner step "
+                                     "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
 
 
 @dataclass
@@ -162,6 +170,21 @@ class EvalConfig:
 
 
 @dataclass
+class DistributedConfig:
+    backend: Literal["none", "ray"] = option(
+        "none", "none: everything in this process; ray: rollout workers are Ray actors (needs the distributed extra)")
+    address: str | None = option(None, "Ray cluster to join (auto: the one `ray start --head` started here; "
+                                       "ray://host:10001; None: start a local one)")
+    num_cpus: int = option(0, "CPUs a locally started Ray cluster offers (0: all cores)")
+    num_rollout_workers: int = option(2, "Ray actors that sample rollouts (prompts are sharded across them)")
+    cpus_per_rollout_worker: float = option(1.0, "CPUs reserved for each rollout worker")
+    gpus_per_rollout_worker: float = option(0.0, "GPUs reserved for each rollout worker (vllm: tensor_parallel_size)")
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option(
+        "PACK", "Ray placement-group strategy for the workers' bundles (PACK: fill a node first; SPREAD: spread)")
+    max_restarts: int = option(3, "times Ray restarts a dead rollout worker before rlvr recreates it")
+
+
+@dataclass
 class RunConfig:
     """Top-level config: one section per stage of the loop."""
 
@@ -172,6 +195,7 @@ class RunConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def validate(self) -> None:
         if self.train.steps < 0:
@@ -206,6 +230,13 @@ class RunConfig:
             raise ValueError("train.max_rollouts and eval.every must be >= 0")
         if self.train.async_steps < 0:
             raise ValueError("train.async_steps must be >= 0")
+        d = self.distributed
+        if d.backend == "ray" and d.num_rollout_workers < 1:
+            raise ValueError("distributed.num_rollout_workers must be >= 1")
+        if (d.backend != "none" or self.rollout.engine != "hf") and (self.train.async_steps or
+                                                                    self.train.rollout_worker):
+            raise ValueError("train.async_steps / train.rollout_worker use their own HF generator process: "
+                             "combine them with rollout.engine=hf and distributed.backend=none")
         if self.train.async_steps > 0 and a.is_correction == "none":
             raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
                              f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "

@@ -57,7 +57,7 @@ from rlvr.rollout.hf import format_prompt
 from rlvr.types import Problem, Sample
 
 __all__ = ["VLLMEngine", "import_vllm", "completion_text", "outputs_to_samples", "group_completions",
-           "vllm_sampling_kwargs", "VLLM_MISSING"]
+           "vllm_sampling_kwargs", "plain_state_dict", "VLLM_MISSING"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,13 @@ def completion_text(tokenizer, ids: Sequence[int], stop: Sequence[str]) -> str:
         if cut != -1:
             text = text[: cut + len(s)]
     return text
+
+
+def plain_state_dict(model) -> dict[str, torch.Tensor]:
+    """The weights a sampler loads: ``model.state_dict()``, or for a LoRA (peft) model the merged plain one."""
+    from rlvr.models.lora import is_lora_model, merged_state_dict
+
+    return merged_state_dict(model) if is_lora_model(model) else model.state_dict()
 
 
 def _sampled_logprob(entry: Any, token_id: int) -> float:
@@ -252,8 +259,8 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self, model) -> None:
-        """Load ``model``'s current weights (a ``torch.nn.Module`` with HF parameter names) into vLLM."""
-        self.load_state_dict(model.state_dict())
+        """Load ``model``'s current weights (HF parameter names; LoRA adapters merged) into vLLM."""
+        self.load_state_dict(plain_state_dict(model))
 
     def load_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Load HF-named tensors into vLLM's model: directly when in-process, else by ``collective_rpc``."""

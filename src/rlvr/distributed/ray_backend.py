@@ -1,0 +1,314 @@
+"""Rollout workers as Ray actors (``distributed.backend: ray``), behind the ``RolloutEngine`` interface.
+
+Layout.  ``RayRolloutEngine`` reserves one placement-group bundle per rollout
+worker (``{"CPU": c, "GPU": g}``, strategy PACK / SPREAD / STRICT_*) and starts
+one ``RolloutWorker`` actor in each bundle.  A worker holds its own rollout
+engine: an ``HFEngine`` on a model rebuilt from the learner's config, or a
+``VLLMEngine`` on the model's directory.  The learner stays where the recipe
+runs (``rlvr.train.grpo.train``, the Ray driver), so the recipe is unchanged:
+it calls ``engine.generate`` and ``engine.sync_weights`` as with any engine.
+
+One ``generate`` call:
+
+    seed   <- params.seed or a draw from engine.generator   (resumable, like HFEngine)
+    shards <- the problems split into contiguous chunks, one per worker
+    each shard k runs on worker k with seed + k                   (ray.wait collects them)
+    a worker that dies (RayActorError) is recovered: Ray restarts it (max_restarts),
+        or rlvr creates a fresh actor in the same bundle once restarts are used up;
+        the current weights are loaded into it and exactly its shard is re-issued
+    groups  <- shards in problem order, checked: one group per problem, group
+        indices 0..n-1, every sample from the current weight version
+
+Because a re-issued shard has the same problems, seed and weights, it yields the
+same samples a worker that never died would have produced (tested): no sample
+is lost or duplicated.
+
+Weights travel through Ray's object store: ``sync_weights`` puts the learner's
+state dict once (``ray.put``) and every worker loads it (Ray hands the same
+object to each worker on a node without copying it per worker).  NCCL broadcast
+between GPU processes is the faster route for large models and is not built.
+
+Ray is imported only when an engine is built; without it the error names the
+``distributed`` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from rlvr.rollout.base import SamplingParams
+from rlvr.types import Problem, Sample
+
+__all__ = ["RAY_MISSING", "import_ray", "init_ray", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
+           "shard_bounds", "check_groups"]
+
+log = logging.getLogger(__name__)
+
+RAY_MISSING = "distributed.backend=ray needs Ray, which is not installed: pip install 'rlvr[distributed]'"
+
+
+def import_ray():
+    """Import and return ``ray``, or raise ImportError naming the extra to install."""
+    try:
+        import ray  # noqa: PLC0415  (optional dependency, imported on demand)
+    except ImportError as e:
+        raise ImportError(RAY_MISSING) from e
+    return ray
+
+
+def init_ray(address: str | None = None, num_cpus: int = 0):
+    """Join the cluster at ``address`` (``auto``: the one ``ray start --head`` runs here), or start a local one.
+
+    Reuses an already initialised Ray (tests, notebooks).  ``num_cpus`` caps a
+    locally started cluster (0: all cores).
+    """
+    ray = import_ray()
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
+        if address:
+            kwargs["address"] = address
+        elif num_cpus:
+            kwargs["num_cpus"] = num_cpus
+        ray.init(**kwargs)
+    return ray
+
+
+@dataclass
+class EngineSpec:
+    """Everything a rollout worker needs to build its engine (pickled to the actor)."""
+
+    engine: str
+    """``hf`` or ``vllm``."""
+    tokenizer: Any
+    """The HF tokenizer (chat template, decoding)."""
+    model_config: Any = None
+    """hf: the policy's ``transformers`` config; the worker builds the architecture and loads the learner's weights."""
+    model_path: str | None = None
+    """vllm: HF directory vLLM loads (then overwritten by the learner's weights)."""
+    batch_size: int = 64
+    system_prompt: str | None = None
+    dtype: str = "auto"
+    """hf: sampler precision (``rollout.dtype``); vllm: vLLM's dtype."""
+    threads: int = 1
+    """torch CPU threads in the worker (its reserved CPUs)."""
+    vllm_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class RolloutWorker:
+    """The body of one rollout actor: an engine plus the weight version it samples from."""
+
+    def __init__(self, spec: EngineSpec):
+        torch.set_num_threads(max(1, spec.threads))
+        self.version = -1  # no weights from the learner yet
+        if spec.engine == "hf":
+            from transformers import AutoModelForCausalLM
+
+            from rlvr.rollout.hf import HFEngine, sampler_dtype
+
+            model = AutoModelForCausalLM.from_config(spec.model_config).eval().requires_grad_(False)
+            self.model = model
+            self.engine = HFEngine(model, spec.tokenizer, batch_size=spec.batch_size,
+                                   system_prompt=spec.system_prompt, dtype=sampler_dtype(spec.dtype))
+        elif spec.engine == "vllm":
+            from rlvr.rollout.vllm import VLLMEngine
+
+            self.model = None
+            self.engine = VLLMEngine(spec.model_path, spec.tokenizer, system_prompt=spec.system_prompt,
+                                     dtype=spec.dtype, **spec.vllm_kwargs)
+        else:
+            raise ValueError(f"unknown rollout engine {spec.engine!r} (hf or vllm)")
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], version: int) -> int:
+        """Sample from these weights from now on; returns the worker's process id."""
+        if self.model is not None:
+            self.model.load_state_dict(state_dict)
+            self.engine.sync_weights(self.model)
+        else:
+            self.engine.load_state_dict(state_dict)
+        self.version = version
+        return os.getpid()
+
+    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> tuple[int, list[list[Sample]]]:
+        """Groups for ``problems`` and the weight version that produced them."""
+        return self.version, self.engine.generate(problems, params)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def shard_bounds(num_items: int, num_shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, end)`` chunks of nearly equal size (first ones one larger), empty chunks dropped."""
+    base, extra = divmod(num_items, num_shards)
+    bounds, start = [], 0
+    for k in range(num_shards):
+        end = start + base + (k < extra)
+        if end > start:
+            bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def check_groups(problems: Sequence[Problem], groups: Sequence[Sequence[Sample]], n: int) -> None:
+    """Raise unless there is exactly one group per problem, in order, each with group indices 0..n-1."""
+    if len(groups) != len(problems):
+        raise RuntimeError(f"rollout workers returned {len(groups)} groups for {len(problems)} problems")
+    for p, g in zip(problems, groups):
+        if [s.problem_id for s in g] != [p.id] * n or sorted(s.group_index for s in g) != list(range(n)):
+            raise RuntimeError(f"problem {p.id!r}: expected group indices 0..{n - 1} once each, got "
+                               f"{[(s.problem_id, s.group_index) for s in g]}")
+
+
+def _release(ray_module, pg, actors: list) -> None:
+    """Kill the actors and free their placement group (safe after ``ray.shutdown``)."""
+    try:
+        if not ray_module.is_initialized():
+            return
+        for a in actors:
+            ray_module.kill(a, no_restart=True)
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(pg)
+    except Exception:  # pragma: no cover - best effort at interpreter exit
+        pass
+
+
+class RayRolloutEngine:
+    """A ``RolloutEngine`` whose samples come from ``num_workers`` Ray actors in a placement group.
+
+    Args:
+        spec: how each worker builds its engine.
+        model: the learner's policy; its weights are broadcast at once, so the
+            workers start from the learner's state.
+        num_workers, cpus_per_worker, gpus_per_worker, strategy: the placement
+            group (one bundle per worker).
+        max_restarts: Ray restarts of a dead worker before rlvr creates a new one.
+        seed: seed of ``generator`` (per-call seeds).
+        pad_id: the tokenizer's padding id (the recipe collates with it).
+        worker_cls: the actor body (tests pass a subclass that fails on purpose).
+        ready_timeout: seconds to wait for the placement group's resources.
+    """
+
+    def __init__(self, spec: EngineSpec, model, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0, strategy: str = "PACK", max_restarts: int = 3, seed: int = 0,
+                 pad_id: int = 0, worker_cls=RolloutWorker, ready_timeout: float = 300.0):
+        ray = import_ray()
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        if not ray.is_initialized():
+            init_ray()
+        self._ray = ray
+        self._strategy_cls = PlacementGroupSchedulingStrategy
+        self.spec = spec
+        self.num_workers = num_workers
+        self.cpus, self.gpus, self.max_restarts = cpus_per_worker, gpus_per_worker, max_restarts
+        bundle = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
+        self.pg = placement_group([dict(bundle) for _ in range(num_workers)], strategy=strategy)
+        try:
+            ray.get(self.pg.ready(), timeout=ready_timeout)
+        except ray.exceptions.GetTimeoutError:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.pg)
+            raise RuntimeError(f"Ray could not reserve {num_workers} x {bundle} ({strategy}) within "
+                               f"{ready_timeout:.0f} s; cluster resources: {ray.cluster_resources()}") from None
+        self._actor_cls = ray.remote(worker_cls)
+        self.workers = [self._spawn(i) for i in range(num_workers)]
+        self._finalizer = weakref.finalize(self, _release, ray, self.pg, self.workers)
+        self.generator = torch.Generator(device="cpu")
+        self.generator.manual_seed(seed)
+        self.pad_id = pad_id
+        self.version = 0
+        self.recoveries = 0  # worker deaths recovered from (restart or re-creation)
+        self.recreated = 0  # of those, workers rlvr had to create anew
+        self._weights_ref = None
+        self.sync_weights(model)
+
+    # ------------------------------------------------------------------ actors
+    def _spawn(self, i: int):
+        strategy = self._strategy_cls(placement_group=self.pg, placement_group_bundle_index=i)
+        spec = self.spec
+        if spec.threads != max(1, int(self.cpus)):
+            spec = EngineSpec(**{**spec.__dict__, "threads": max(1, int(self.cpus))})
+        return self._actor_cls.options(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=self.max_restarts,
+                                       max_task_retries=0, scheduling_strategy=strategy).remote(spec)
+
+    def _recover(self, i: int) -> None:
+        """Bring worker ``i`` back with the current weights: wait for Ray's restart, else create it anew."""
+        ray = self._ray
+        self.recoveries += 1
+        try:  # retries wait while Ray restarts the actor (its constructor runs again: weights must be reloaded)
+            ray.get(self.workers[i].load_state_dict.options(max_task_retries=-1).remote(
+                self._weights_ref, self.version))
+            log.warning("rollout worker %d died and was restarted by Ray; its prompts are re-issued", i)
+            return
+        except ray.exceptions.RayActorError:
+            pass
+        log.warning("rollout worker %d is out of restarts: creating a new one in its bundle", i)
+        ray.kill(self.workers[i], no_restart=True)
+        self.workers[i] = self._spawn(i)  # in place: the finalizer holds this list
+        self.recreated += 1
+        ray.get(self.workers[i].load_state_dict.remote(self._weights_ref, self.version))
+
+    # ------------------------------------------------------------------ weights
+    def sync_weights(self, model) -> None:
+        """Put the learner's weights in the object store once and load them into every worker."""
+        from rlvr.rollout.vllm import plain_state_dict
+
+        state = {k: v.detach().to("cpu", copy=True) for k, v in plain_state_dict(model).items()}
+        self.version += 1
+        self._weights_ref = self._ray.put(state)
+        refs = [w.load_state_dict.remote(self._weights_ref, self.version) for w in self.workers]
+        for i, ref in enumerate(refs):
+            try:
+                self._ray.get(ref)
+            except self._ray.exceptions.RayActorError:
+                self._recover(i)
+
+    # ------------------------------------------------------------------ sampling
+    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]:
+        """Shard ``problems`` over the workers; recover from worker deaths; return groups in problem order."""
+        if not problems:
+            return []
+        ray = self._ray
+        seed = params.seed if params.seed is not None else int(
+            torch.randint(0, 2**31 - 1 - self.num_workers, (1,), generator=self.generator))
+        bounds = shard_bounds(len(problems), self.num_workers)
+        shard_params = [SamplingParams(**{**params.__dict__, "seed": seed + k}) for k in range(len(bounds))]
+        results: list[list[list[Sample]] | None] = [None] * len(bounds)
+
+        def submit(k: int):
+            lo, hi = bounds[k]
+            return self.workers[k].generate.remote(list(problems[lo:hi]), shard_params[k])
+
+        pending = {submit(k): k for k in range(len(bounds))}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            k = pending.pop(ready[0])
+            try:
+                version, groups = ray.get(ready[0])
+            except ray.exceptions.RayActorError:
+                self._recover(k)
+                pending[submit(k)] = k  # exactly this shard again, same seed, same weights
+                continue
+            if version != self.version:
+                raise RuntimeError(f"rollout worker {k} sampled with weight version {version}, "
+                                   f"expected {self.version}")
+            results[k] = groups
+        out = [g for shard in results for g in shard]  # type: ignore[union-attr]
+        check_groups(problems, out, params.n)
+        return out
+
+    def worker_pids(self) -> list[int]:
+        """Process id of every worker (diagnostics, tests)."""
+        return self._ray.get([w.pid.remote() for w in self.workers])
+
+    def close(self) -> None:
+        """Kill the workers and free their placement group."""
+        self._finalizer()

@@ -360,6 +360,10 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
                       dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout)
+    if cfg.rollout.engine != "hf" or cfg.distributed.backend != "none":  # vLLM and/or Ray rollout workers
+        from rlvr.rollout.factory import make_engine
+
+        engine = make_engine(cfg, model, tokenizer)
     engine.generator.manual_seed(tcfg.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tcfg.lr, betas=tuple(tcfg.betas),
                                   weight_decay=tcfg.weight_decay)

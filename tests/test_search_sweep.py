@@ -35,6 +35,9 @@ def test_efficiency_ratio_against_best_of_n():
     assert eff["best_of_n"] == pytest.approx([1.0, 1.0, 1.0])
     assert eff["majority"][0] == pytest.approx(1.5)  # BoN needs 150 tokens for 30%
     assert eff["majority"][1] is None  # BoN never reaches 60%
+    zero = efficiency_ratios({"best_of_n": [{"n": 1, "accuracy": 0.0, "mean_tokens": 10}],
+                              "majority": [{"n": 1, "accuracy": 0.0, "mean_tokens": 10}]})
+    assert zero == {"best_of_n": [None], "majority": [None]}  # no accuracy: no efficiency to speak of
 
 
 def _result(name, n, per_problem, tokens):

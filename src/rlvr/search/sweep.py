@@ -9,9 +9,10 @@ stored samples, plus the compute-optimal allocation (:mod:`.allocator`).
 tokens ``t_S``) relative to best-of-N: ``t_BoN(a) / t_S``, where ``t_BoN(a)`` is
 the token count at which best-of-N's accuracy-vs-tokens curve first reaches
 ``a`` (piecewise-linear interpolation between measured budgets; the smallest
-measured budget if best-of-N is already there).  ``> 1``: S reaches that
-accuracy with fewer tokens than best-of-N.  ``None``: best-of-N never reaches
-``a`` within the sweep.
+measured budget if best-of-N is already there, which makes the ratio an upper
+bound).  ``> 1``: S reaches that accuracy with fewer tokens than best-of-N.
+``None``: best-of-N never reaches ``a`` within the sweep, or ``a == 0`` (nothing
+to be efficient about).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def efficiency_ratios(curves: dict[str, list[dict]], reference: str = "best_of_n
     for name, pts in curves.items():
         ratios = []
         for p in pts:
-            need = tokens_to_reach(rt, ra, p["accuracy"])
+            need = tokens_to_reach(rt, ra, p["accuracy"]) if p["accuracy"] > 0 else None
             ratios.append(None if need is None or p["mean_tokens"] <= 0 else need / p["mean_tokens"])
         out[name] = ratios
     return out

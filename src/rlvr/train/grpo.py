@@ -336,6 +336,16 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     ``model``/``tokenizer``/``problems``/``verifier`` may be injected (tests build
     tiny models in memory); otherwise they come from ``cfg``.
     """
+    if cfg.distributed.fsdp:  # one rank of an FSDP2 learner, started by torchrun (rlvr.distributed.fsdp_train)
+        from rlvr.distributed.fsdp_train import train_fsdp
+
+        return train_fsdp(cfg, model=model, tokenizer=tokenizer, problems=problems, verifier=verifier,
+                          on_step=on_step)
+    if cfg.distributed.backend == "ray" and cfg.distributed.learner == "actor":  # this recipe, in a Ray actor
+        from rlvr.distributed.ray_backend import train_on_cluster
+
+        return train_on_cluster(cfg, model=model, tokenizer=tokenizer, problems=problems, verifier=verifier,
+                                on_step=on_step)
     tcfg = cfg.train
     out_dir = Path(tcfg.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

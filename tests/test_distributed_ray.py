@@ -215,3 +215,26 @@ def test_grpo_trains_end_to_end_on_two_ray_rollout_workers(cluster, tiny_tokeniz
     assert any(r["learner_seqs"] for r in rows)
     assert all(r["logprob_mismatch"] < 1e-4 for r in rows if r["learner_seqs"])
     gc.collect()
+
+
+def test_learner_actor_placed_with_its_rollout_workers(cluster, tiny_tokenizer, tmp_path):
+    """distributed.learner=actor: the recipe runs in a Ray actor (bundle 0), rollout workers in bundles 1..2."""
+    import test_train
+    from rlvr.train.checkpoint import latest_checkpoint
+    from rlvr.train.grpo import train
+    from rlvr.train.metrics import read_metrics
+
+    ray.cloudpickle.register_pickle_by_value(test_train)  # its verifier travels to the learner actor
+    cfg = test_train._cfg(tmp_path, "train.steps=2", "distributed.backend=ray", "distributed.learner=actor",
+                          "distributed.cpus_per_learner=0.5", "distributed.cpus_per_rollout_worker=0.25",
+                          "eval.before_training=false", "eval.after_training=false")
+    summary = train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer,
+                    problems=(test_train._problems(10, "t"), test_train._problems(4, "h")),
+                    verifier=test_train.parity_verifier)
+    assert summary["learner_pid"] != os.getpid()
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["logprob_mismatch"] < 1e-4 for r in rows if r["learner_seqs"])
+    assert latest_checkpoint(tmp_path).name == "step-000002"  # written by the actor into output_dir
+    with pytest.raises(ValueError, match="on_step"):
+        train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, on_step=print)

@@ -4,9 +4,15 @@ Layout.  ``RayRolloutEngine`` reserves one placement-group bundle per rollout
 worker (``{"CPU": c, "GPU": g}``, strategy PACK / SPREAD / STRICT_*) and starts
 one ``RolloutWorker`` actor in each bundle.  A worker holds its own rollout
 engine: an ``HFEngine`` on a model rebuilt from the learner's config, or a
-``VLLMEngine`` on the model's directory.  The learner stays where the recipe
-runs (``rlvr.train.grpo.train``, the Ray driver), so the recipe is unchanged:
-it calls ``engine.generate`` and ``engine.sync_weights`` as with any engine.
+``VLLMEngine`` on the model's directory.  The learner runs the recipe
+(``rlvr.train.grpo.train``) unchanged: it calls ``engine.generate`` and
+``engine.sync_weights`` as with any engine.  Where the learner runs is
+``distributed.learner``: ``driver`` (the process that called ``train``) or
+``actor`` (``train_on_cluster``: a ``LearnerActor`` in bundle 0 of one placement
+group whose bundles 1.. hold the rollout workers, so Ray places the learner's
+GPU/CPUs and every worker's together; samples flow from the workers to it and
+weights back through the object store).  One learner process; data-parallel
+learners (FSDP2, ``rlvr.distributed.fsdp``) are not wired into this layout yet.
 
 One ``generate`` call:
 
@@ -45,8 +51,8 @@ import torch
 from rlvr.rollout.base import SamplingParams
 from rlvr.types import Problem, Sample
 
-__all__ = ["RAY_MISSING", "import_ray", "init_ray", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
-           "shard_bounds", "check_groups"]
+__all__ = ["RAY_MISSING", "import_ray", "init_ray", "reserve", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
+           "LearnerActor", "train_on_cluster", "shard_bounds", "check_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +170,24 @@ def check_groups(problems: Sequence[Problem], groups: Sequence[Sequence[Sample]]
                                f"{[(s.problem_id, s.group_index) for s in g]}")
 
 
+def reserve(bundles: list[dict[str, float]], strategy: str, timeout: float = 300.0):
+    """A ready placement group with these bundles, or a RuntimeError that shows what the cluster has."""
+    ray = import_ray()
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    pg = placement_group([dict(b) for b in bundles], strategy=strategy)
+    try:
+        ray.get(pg.ready(), timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(pg)
+        raise RuntimeError(f"Ray could not reserve bundles {bundles} ({strategy}) within {timeout:.0f} s; "
+                           f"cluster resources: {ray.cluster_resources()}") from None
+    return pg
+
+
+_PLACEMENT: dict[str, Any] = {}  # set inside the learner actor: where its rollout workers go
+
+
 def _release(ray_module, pg, actors: list) -> None:
     """Kill the actors and free their placement group (safe after ``ray.shutdown``)."""
     try:
@@ -171,9 +195,10 @@ def _release(ray_module, pg, actors: list) -> None:
             return
         for a in actors:
             ray_module.kill(a, no_restart=True)
-        from ray.util.placement_group import remove_placement_group
+        if pg is not None:
+            from ray.util.placement_group import remove_placement_group
 
-        remove_placement_group(pg)
+            remove_placement_group(pg)
     except Exception:  # pragma: no cover - best effort at interpreter exit
         pass
 
@@ -192,13 +217,15 @@ class RayRolloutEngine:
         pad_id: the tokenizer's padding id (the recipe collates with it).
         worker_cls: the actor body (tests pass a subclass that fails on purpose).
         ready_timeout: seconds to wait for the placement group's resources.
+        placement: ``(placement_group, first_bundle)`` to place the workers in bundles
+            ``first_bundle ..`` of an existing group (the learner-actor layout,
+            ``train_on_cluster``); default: the one ``use_placement`` set, else a new group.
     """
 
     def __init__(self, spec: EngineSpec, model, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  gpus_per_worker: float = 0.0, strategy: str = "PACK", max_restarts: int = 3, seed: int = 0,
-                 pad_id: int = 0, worker_cls=RolloutWorker, ready_timeout: float = 300.0):
+                 pad_id: int = 0, worker_cls=RolloutWorker, ready_timeout: float = 300.0, placement=None):
         ray = import_ray()
-        from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         if not ray.is_initialized():
@@ -208,19 +235,17 @@ class RayRolloutEngine:
         self.spec = spec
         self.num_workers = num_workers
         self.cpus, self.gpus, self.max_restarts = cpus_per_worker, gpus_per_worker, max_restarts
-        bundle = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
-        self.pg = placement_group([dict(bundle) for _ in range(num_workers)], strategy=strategy)
-        try:
-            ray.get(self.pg.ready(), timeout=ready_timeout)
-        except ray.exceptions.GetTimeoutError:
-            from ray.util.placement_group import remove_placement_group
-
-            remove_placement_group(self.pg)
-            raise RuntimeError(f"Ray could not reserve {num_workers} x {bundle} ({strategy}) within "
-                               f"{ready_timeout:.0f} s; cluster resources: {ray.cluster_resources()}") from None
+        placement = placement or _PLACEMENT.get("rollout")
+        if placement is not None:  # bundles reserved by the caller; the caller frees them
+            self.pg, self.first_bundle = placement
+            owned = False
+        else:
+            bundle = {"CPU": cpus_per_worker, **({"GPU": gpus_per_worker} if gpus_per_worker else {})}
+            self.pg, self.first_bundle = reserve([bundle] * num_workers, strategy, ready_timeout), 0
+            owned = True
         self._actor_cls = ray.remote(worker_cls)
         self.workers = [self._spawn(i) for i in range(num_workers)]
-        self._finalizer = weakref.finalize(self, _release, ray, self.pg, self.workers)
+        self._finalizer = weakref.finalize(self, _release, ray, self.pg if owned else None, self.workers)
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
         self.pad_id = pad_id
@@ -232,7 +257,7 @@ class RayRolloutEngine:
 
     # ------------------------------------------------------------------ actors
     def _spawn(self, i: int):
-        strategy = self._strategy_cls(placement_group=self.pg, placement_group_bundle_index=i)
+        strategy = self._strategy_cls(placement_group=self.pg, placement_group_bundle_index=self.first_bundle + i)
         spec = self.spec
         if spec.threads != max(1, int(self.cpus)):
             spec = EngineSpec(**{**spec.__dict__, "threads": max(1, int(self.cpus))})
@@ -312,3 +337,67 @@ class RayRolloutEngine:
     def close(self) -> None:
         """Kill the workers and free their placement group."""
         self._finalizer()
+
+
+# --------------------------------------------------------------------------- learner actor
+class LearnerActor:
+    """Runs the whole GRPO recipe (learner + rollout orchestration) inside bundle 0 of a placement group.
+
+    Its rollout workers go to bundles ``1 ..`` of the same group, so one group
+    reserves the learner's GPU(s)/CPUs and every rollout worker's, placed
+    together by Ray (PACK) or spread over nodes (SPREAD).  Batches (Samples)
+    come from the rollout actors to this actor, weights go back through the
+    object store.
+    """
+
+    def __init__(self, placement, threads: int):
+        torch.set_num_threads(max(1, threads))
+        _PLACEMENT["rollout"] = placement
+
+    def train(self, cfg, kwargs: dict[str, Any]) -> dict[str, Any]:
+        import dataclasses
+
+        from rlvr.train.grpo import train
+
+        cfg = dataclasses.replace(cfg, distributed=dataclasses.replace(cfg.distributed, learner="driver"))
+        summary = train(cfg, **kwargs)
+        summary["learner_pid"] = os.getpid()
+        return summary
+
+
+def train_on_cluster(cfg, **kwargs) -> dict[str, Any]:
+    """``rlvr train`` with ``distributed.learner: actor``: the learner in a Ray actor, placed with its workers.
+
+    One placement group holds ``[learner bundle] + num_rollout_workers x [rollout
+    bundle]``; the recipe runs in a ``LearnerActor`` in bundle 0 (``kwargs`` are
+    ``train``'s injected model / tokenizer / problems / verifier, pickled to it).
+    Paths in the config are made absolute first: the actor's working directory is Ray's.
+    """
+    import dataclasses
+    from pathlib import Path
+
+    d = cfg.distributed
+    ray = init_ray(d.address, d.num_cpus)
+    from ray.util.placement_group import remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    if kwargs.get("on_step") is not None:
+        raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
+    kwargs.pop("on_step", None)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
+                                                             output_dir=str(Path(cfg.train.output_dir).resolve())))
+    learner = {"CPU": d.cpus_per_learner, **({"GPU": d.gpus_per_learner} if d.gpus_per_learner else {})}
+    rollout = {"CPU": d.cpus_per_rollout_worker,
+               **({"GPU": d.gpus_per_rollout_worker} if d.gpus_per_rollout_worker else {})}
+    pg = reserve([learner] + [rollout] * d.num_rollout_workers, d.placement_strategy)
+    try:
+        actor = ray.remote(LearnerActor).options(
+            num_cpus=d.cpus_per_learner, num_gpus=d.gpus_per_learner,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0),
+        ).remote((pg, 1), max(1, int(d.cpus_per_learner)))
+        try:
+            return ray.get(actor.train.remote(cfg, kwargs))
+        finally:
+            ray.kill(actor, no_restart=True)
+    finally:
+        remove_placement_group(pg)

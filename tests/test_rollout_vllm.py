@@ -192,6 +192,22 @@ def test_sleep_between_steps(tiny_tokenizer):
     assert eng.llm.events == ["generate", "sleep1", "wake", "generate", "sleep1"]
 
 
+def test_make_engine_picks_the_configured_engine(monkeypatch, tiny_tokenizer):
+    from rlvr.config import load_config
+    from rlvr.rollout import make_engine
+    from rlvr.train.config import RunConfig
+
+    model = make_model(tiny_tokenizer)
+    eng = make_engine(load_config(RunConfig, None, ["rollout.batch_size=7"]), model, tiny_tokenizer)
+    assert isinstance(eng, HFEngine) and eng.model is model and eng.batch_size == 7
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ImportError, match=r"rlvr\[gpu\]"):
+        make_engine(load_config(RunConfig, None, ["rollout.engine=vllm"]), model, tiny_tokenizer)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"rlvr\[distributed\]"):
+        make_engine(load_config(RunConfig, None, ["distributed.backend=ray"]), model, tiny_tokenizer)
+
+
 # ------------------------------------------------------- real vLLM (optional extra)
 def _llama(tok, seed):
     """A tiny untied Llama (head dim 32, which vLLM's CPU attention supports) whose wider initialisation gives

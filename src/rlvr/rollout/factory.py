@@ -46,8 +46,9 @@ def make_engine(cfg, model, tokenizer):
                             system_prompt=cfg.task.system_prompt, dtype=sampler_dtype(cfg.rollout.dtype),
                             merge_lora=cfg.model.lora.merge_for_rollout)
         if engine == "vllm":
-            from rlvr.rollout.vllm import VLLMEngine
+            from rlvr.rollout.vllm import VLLMEngine, import_vllm
 
+            import_vllm()  # a missing extra fails here, before a bundled model is converted for it
             eng = VLLMEngine(_model_path(cfg), tokenizer, system_prompt=cfg.task.system_prompt,
                              dtype=_vllm_dtype(cfg), **vllm_options(cfg))
             eng.sync_weights(model)  # the learner's weights, whatever the directory holds

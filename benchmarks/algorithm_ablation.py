@@ -52,6 +52,7 @@ BASE = [
     "task.name=arithmetic", "task.num_train=2000", "task.num_heldout=128",
     "rollout.group_size=8", "rollout.max_new_tokens=40", "rollout.temperature=1.0", "rollout.dtype=bfloat16",
     "train.prompts_per_step=4", "train.micro_batch_size=16", "train.lr=5e-5", "train.warmup_steps=1",
+    "train.autocast=bfloat16",
     "train.save_every=0", "train.keep_checkpoints=1", "train.progress=false",
     # two passes over each batch so that the clipping rules (the methods' differences) act
     "algorithm.ppo_epochs=2",
@@ -60,8 +61,11 @@ BASE = [
 ]
 
 
-def run_one(method: str, seed: int, budget: int, every: int, out: Path) -> Path:
-    """Train one (method, seed) to ``budget`` completions; returns its run directory."""
+def run_one(method: str, seed: int, budget: int, every: int, out: Path, overrides: list[str] | None = None) -> Path:
+    """Train one (method, seed) to ``budget`` completions; returns its run directory.
+
+    ``overrides`` replaces ``METHODS[method]`` (other experiments reuse this runner).
+    """
     from rlvr.config import load_config
     from rlvr.train.config import RunConfig
     from rlvr.train.grpo import train
@@ -70,7 +74,8 @@ def run_one(method: str, seed: int, budget: int, every: int, out: Path) -> Path:
     if (run_dir / "DONE").is_file():
         return run_dir
     steps = 10_000  # the budget stops the run
-    cfg = load_config(RunConfig, None, [*BASE, *METHODS[method], f"train.seed={seed}", f"train.steps={steps}",
+    method_overrides = METHODS[method] if overrides is None else overrides
+    cfg = load_config(RunConfig, None, [*BASE, *method_overrides, f"train.seed={seed}", f"train.steps={steps}",
                                         f"train.max_rollouts={budget}", f"eval.every={every}",
                                         f"train.output_dir={run_dir}"])
     t0 = time.perf_counter()
@@ -139,7 +144,10 @@ def paired_difference(a: np.ndarray, b: np.ndarray, n_boot: int = 4000, seed: in
     return float(b.mean() - a.mean()), float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))
 
 
-def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, initial: dict) -> dict:
+def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, initial: dict,
+              specs: dict[str, list[str]] | None = None, anchor: str = "grpo") -> dict:
+    """Final accuracies, two-level bootstrap intervals, curves, and each method's difference to ``anchor``."""
+    specs = METHODS if specs is None else specs
     summary: dict = {"budget": budget, "seeds": seeds, "initial_accuracy": initial["accuracy"], "methods": {}}
     finals: dict[str, np.ndarray] = {}
     for m in methods:
@@ -159,16 +167,17 @@ def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, init
         lo, hi = two_level_bootstrap(mat)
         summary["methods"][m] = {"final_accuracy": float(mat.mean()), "ci_low": lo, "ci_high": hi,
                                  "per_seed": [float(x) for x in mat.mean(1)], "curves": curves,
-                                 "seconds_per_run": secs, "overrides": METHODS[m]}
-    if "grpo" in finals:
+                                 "seconds_per_run": secs, "overrides": specs[m]}
+    summary["anchor"] = anchor
+    if anchor in finals:
         for m, mat in finals.items():
-            if m != "grpo":
-                d, lo, hi = paired_difference(finals["grpo"], mat)
-                summary["methods"][m]["vs_grpo"] = {"diff": d, "ci_low": lo, "ci_high": hi}
+            if m != anchor:
+                d, lo, hi = paired_difference(finals[anchor], mat)
+                summary["methods"][m]["vs_anchor"] = {"diff": d, "ci_low": lo, "ci_high": hi}
     return summary
 
 
-def write_outputs(out: Path, summary: dict) -> None:
+def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -189,17 +198,19 @@ def write_outputs(out: Path, summary: dict) -> None:
     ax.axhline(summary["initial_accuracy"], color="grey", ls=":", lw=1, label="initial model")
     ax.set_xlabel("completions generated (rollouts consumed)")
     ax.set_ylabel("held-out greedy accuracy")
-    ax.set_title(f"SmolLM2-135M-Instruct, arithmetic, {len(summary['seeds'])} seeds (thin: single seeds)")
+    ax.set_title(title or f"SmolLM2-135M-Instruct, arithmetic, {len(summary['seeds'])} seeds (thin: single seeds)",
+                 fontsize=10)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=130)
 
-    lines = ["| method | held-out accuracy at budget (95% CI) | per seed | vs GRPO (95% CI) | minutes per run |",
+    anchor = summary.get("anchor", "grpo")
+    lines = [f"| method | held-out accuracy at budget (95% CI) | per seed | vs {anchor} (95% CI) | minutes per run |",
              "| --- | --- | --- | --- | --- |"]
     for m, r in summary["methods"].items():
-        vs = r.get("vs_grpo")
+        vs = r.get("vs_anchor")
         vs_s = "—" if vs is None else f"{vs['diff']:+.1%} [{vs['ci_low']:+.1%}, {vs['ci_high']:+.1%}]"
         secs = [s for s in r["seconds_per_run"] if s]
         mins = f"{np.mean(secs) / 60:.1f}" if secs else "?"
@@ -216,11 +227,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("--budget", type=int, default=384, help="completions generated per run (default 384)")
+    ap.add_argument("--budget", type=int, default=256, help="completions generated per run (default 256)")
     ap.add_argument("--every", type=int, default=4, help="held-out eval every N steps (default 4)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "algorithm_ablation")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     ap.add_argument("--summarise-only", action="store_true", help="only rebuild table/plot from finished runs")
+    ap.add_argument("--shard", default="0/1", help="i/n: run only every n-th run starting at i (one process per "
+                                                   "core with --threads 1), then --summarise-only")
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -229,12 +242,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     initial = initial_accuracy(args.out)
+    shard, n_shards = (int(x) for x in args.shard.split("/"))
     if not args.summarise_only:
-        for seed in args.seeds:  # seed-major order: a partial ablation still covers every method
-            for m in args.methods:
-                t = time.perf_counter()
-                run_one(m, seed, args.budget, args.every, args.out)
-                print(f"[{time.perf_counter() - t0:7.0f}s] {m} seed {seed}: {time.perf_counter() - t:.0f}s", flush=True)
+        jobs = [(seed, m) for seed in args.seeds for m in args.methods]  # seed-major: a partial run covers all
+        for seed, m in jobs[shard::n_shards]:
+            t = time.perf_counter()
+            run_one(m, seed, args.budget, args.every, args.out)
+            print(f"[{time.perf_counter() - t0:7.0f}s] {m} seed {seed}: {time.perf_counter() - t:.0f}s", flush=True)
+        if n_shards > 1:
+            return  # summarise once every shard is done
     write_outputs(args.out, summarise(args.out, args.methods, args.seeds, args.budget, initial))
     print(f"total {time.perf_counter() - t0:.0f}s; outputs in {args.out}")
 

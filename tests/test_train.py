@@ -251,7 +251,7 @@ def test_reward_noise_injection_changes_rewards_not_accuracy(tmp_path, tiny_toke
 def test_config_rejects_unknown_or_unwired_estimators():
     with pytest.raises(Exception, match="known: .*rloo"):
         load_config(RunConfig, None, ["algorithm.advantage=nope"]).validate()
-    with pytest.raises(Exception, match="per-token"):
+    with pytest.raises(Exception, match="value head"):
         load_config(RunConfig, None, ["algorithm.advantage=gae"]).validate()
 
 
@@ -338,3 +338,43 @@ def test_kl_in_reward_and_reference_reset(tmp_path, tiny_tokenizer):
 def test_config_needs_a_reference_for_kl_in_reward():
     with pytest.raises(Exception, match="kl_coef > 0"):
         load_config(RunConfig, None, ["algorithm.kl_in_reward=true"]).validate()
+
+
+def test_entropy_guided_advantages_teach_from_zero_variance_groups(tmp_path, tiny_tokenizer):
+    always = lambda completion, reference: Verdict(1.0, None, "")  # noqa: E731  every group: all correct
+    for adv, expect_learning in (("grpo", False), ("entropy_guided", True)):
+        model0 = make_model(tiny_tokenizer)
+        model = make_model(tiny_tokenizer)
+        out = tmp_path / adv
+        cfg = _cfg(out, "train.steps=1", f"algorithm.advantage={adv}", "algorithm.advantage_params={alpha: 0.5}"
+                   if adv == "entropy_guided" else "algorithm.advantage_params={}",
+                   "eval.before_training=false", "eval.after_training=false")
+        train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(_problems(4, "t"), []), verifier=always)
+        row = read_metrics(out / "metrics.jsonl")[0]
+        moved = any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+        assert (row["learner_seqs"] > 0) == expect_learning and moved == expect_learning, (adv, row)
+        if expect_learning:  # all-correct groups: A = alpha * H >= 0, positive somewhere
+            assert row["adv_mean"] > 0
+
+
+def test_policy_entropy_is_aligned_with_completion_tokens(tiny_tokenizer):
+    from rlvr.train.batching import collate
+    from rlvr.train.grpo import _policy_entropy
+    from rlvr.types import Sample
+
+    model = make_model(tiny_tokenizer).eval()
+    samples = [Sample("a", [5, 6, 7], [8, 9], [0.0, 0.0], "", "stop"),
+               Sample("b", [5], [10, 11, 12, 13], [0.0] * 4, "", "length"),
+               Sample("c", [5, 6], [14], [0.0], "", "stop")]
+    batch = collate(samples, torch.zeros(3), pad_id=0)
+    cfg = _cfg(Path("/tmp"), "train.micro_batch_size=2")
+    ent = _policy_entropy(model, batch, cfg, torch.device("cpu"))
+    assert torch.equal(ent != 0, batch.completion_mask.bool())
+    for i, s in enumerate(samples):  # each row against an unpadded forward pass of that sample alone
+        ids = torch.tensor([s.prompt_ids + s.completion_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(s.prompt_ids) - 1:-1].float()
+        p = logits.log_softmax(-1)
+        want = -(p.exp() * p).sum(-1)
+        got = ent[i][batch.completion_mask[i].bool()]
+        assert torch.allclose(got, want, atol=1e-4), (i, got, want)

@@ -220,9 +220,10 @@ class RunConfig:
         if adv not in ADVANTAGE_ESTIMATORS:
             raise ValueError(f"algorithm.advantage: unknown estimator {adv!r}; "
                              f"known: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
-        if adv in ("gae", "entropy_guided"):
+        if adv == "gae":
             raise ValueError(f"algorithm.advantage={adv} needs per-token inputs ({ESTIMATOR_EXTRA_INPUTS[adv]}) "
-                             "that the GRPO recipe does not produce yet (a value head / learner entropies)")
+                             "from a learned value head, which the GRPO recipe does not train yet; "
+                             "rlvr.algorithms.gae has the estimator for custom loops")
         if self.rollout.group_size < 2 and adv not in ("reinforce", "reinforce_pp"):
             raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
         if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):

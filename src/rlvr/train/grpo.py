@@ -116,8 +116,9 @@ def _sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = N
     am = batch.attention_mask[rows]
     used = am.any(0).nonzero()
     lo, hi = int(used[0]), int(used[-1]) + 1
+    adv = batch.advantages[rows]
     parts = [batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
-             batch.old_logprobs[rows, lo:hi], batch.advantages[rows],
+             batch.old_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv,
              None if batch.ref_logprobs is None else batch.ref_logprobs[rows, lo:hi]]
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
@@ -141,6 +142,28 @@ def _draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | No
         if dfilter.keep(p.id):
             out.append(p)
     return out + (sampler.next(k - len(out)) if len(out) < k else [])
+
+
+def _policy_entropy(model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
+    """Per-token entropy of the current policy at every completion position, [B, T] aligned with the batch (no grad).
+
+    Needed before the advantage by the entropy-guided estimator (RL-ZVP); one
+    extra forward pass over the batch.
+    """
+    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    width = batch.input_ids.shape[1]
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for chunk in torch.arange(batch.input_ids.shape[0]).split(cfg.train.micro_batch_size):
+            mb, start = _sub_batch(batch, chunk, device)
+            _, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+                                     with_entropy=True)
+            # _sub_batch trimmed columns lo:hi; completions end at hi, so the entropy block ends there too
+            hi = int(batch.attention_mask[chunk].any(0).nonzero()[-1]) + 1
+            out[chunk, hi - ent.shape[1]:hi] = ent.float().cpu()
+    model.train(was_training)
+    return out * batch.completion_mask
 
 
 def _reference_kl(ref_model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
@@ -228,7 +251,8 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     total_tokens = batch.completion_mask.sum().clamp(min=1)
     rows = torch.arange(B)
     if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0:
-        rows = rows[batch.advantages != 0]
+        nonzero = batch.advantages != 0
+        rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
     chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
     n_passes, grad_scale = len(chunks), 1.0
     if dp is not None:  # global normalisers, and the largest pass count of any rank
@@ -270,7 +294,8 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                 with torch.no_grad(), amp:
                     ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
                                                   cfg.rollout.temperature)
-            loss, m = grpo_loss(logp, old_logps[ci], mb.advantages, mask, ref_logp=ref_logp,
+            adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
+            loss, m = grpo_loss(logp, old_logps[ci], adv, mask, ref_logp=ref_logp,
                                 kl_coef=kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
                                 clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
                                 policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
@@ -481,7 +506,11 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
                 seq_kl = _reference_kl(ref_model, batch, cfg, device)
                 rewards = rewards - alg.kl_coef * seq_kl
-            advantages = estimator(rewards, cfg.rollout.group_size)
+            if alg.advantage == "entropy_guided":  # zero-variance groups are shaped by the policy's entropy
+                advantages = estimator(rewards, cfg.rollout.group_size,
+                                       entropy=_policy_entropy(model, batch, cfg, device), mask=batch.completion_mask)
+            else:
+                advantages = estimator(rewards, cfg.rollout.group_size)
             batch.advantages = advantages.float()
 
             # The update and its log line are one unit: Ctrl-C waits for both.

@@ -53,12 +53,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", nargs="+", type=float, default=[0.2, 0.4])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
-    ap.add_argument("--budget", type=int, default=384)
+    ap.add_argument("--budget", type=int, default=256)
     ap.add_argument("--every", type=int, default=4)
     ap.add_argument("--only", nargs="*", default=None, help="run only these conditions (names as in the table)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "noisy_rewards")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--summarise-only", action="store_true")
+    ap.add_argument("--shard", default="0/1", help="i/n: run every n-th run from i (one process per core), "
+                                                   "then --summarise-only")
     args = ap.parse_args()
     if args.threads:
         import torch
@@ -69,13 +71,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     initial = initial_accuracy(args.out)
+    shard, n_shards = (int(x) for x in args.shard.split("/"))
     if not args.summarise_only:
-        for seed in args.seeds:
-            for name in names:
-                t = time.perf_counter()
-                run_one(name, seed, args.budget, args.every, args.out, overrides=specs[name])
-                print(f"[{time.perf_counter() - t0:7.0f}s] {name} seed {seed}: {time.perf_counter() - t:.0f}s",
-                      flush=True)
+        jobs = [(seed, name) for seed in args.seeds for name in names]
+        for seed, name in jobs[shard::n_shards]:
+            t = time.perf_counter()
+            run_one(name, seed, args.budget, args.every, args.out, overrides=specs[name])
+            print(f"[{time.perf_counter() - t0:7.0f}s] {name} seed {seed}: {time.perf_counter() - t:.0f}s", flush=True)
+        if n_shards > 1:
+            return
     summary = summarise(args.out, list(specs), args.seeds, args.budget, initial, specs=specs, anchor="clean-grpo")
     write_outputs(args.out, summary, title=f"Symmetric reward flips {args.rates}: uncorrected vs corrected "
                                            f"({len(args.seeds)} seed(s))")

@@ -49,6 +49,7 @@ __all__ = [
     "mixed_precision_policy",
     "shard_model",
     "DataParallel",
+    "reduce_device",
     "shard_rows",
     "fsdp_update_policy",
 ]
@@ -155,6 +156,13 @@ def shard_model(model: nn.Module, mesh=None, *, mixed_precision: MixedPrecision 
 
 
 # --------------------------------------------------------------------------- learner
+def reduce_device(group=None) -> torch.device:
+    """Where tensors for a collective must live: the current GPU for nccl, CPU for gloo."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 @dataclass
 class DataParallel:
     """What :func:`rlvr.train.grpo.update_policy` needs to be one rank of a data-parallel step.
@@ -182,9 +190,7 @@ class DataParallel:
         return float(self.world_size)
 
     def _device(self) -> torch.device:
-        if dist.get_backend(self.group) == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
+        return reduce_device(self.group)
 
     def global_sizes(self, tokens: float, rows: int, passes: int) -> tuple[float, int, int]:
         """(tokens summed over ranks clamped to >= 1, rows summed, max passes)."""

@@ -263,7 +263,7 @@ def test_rollout_budget_and_periodic_heldout_eval(tmp_path, tiny_tokenizer):
     assert [r["rollouts"] for r in rows] == [8, 16, 24]
     assert latest_checkpoint(tmp_path).name == "step-000003"
     held = read_metrics(tmp_path / "heldout.jsonl")
-    assert [(r["step"], r["rollouts"]) for r in held] == [(2, 16)]
+    assert [(r["step"], r["rollouts"]) for r in held] == [(2, 16), (3, 24)]  # every 2 steps, and at the end
     assert 0 <= held[0]["heldout_ci_low"] <= held[0]["heldout_accuracy"] <= held[0]["heldout_ci_high"] <= 1
     assert held[0]["heldout_n"] == 4
 
@@ -279,7 +279,8 @@ def test_rollout_budget_counts_every_dynamic_sampling_round(tmp_path, tiny_token
     rows = read_metrics(tmp_path / "metrics.jsonl")
     per_step = [b["rollouts"] - a for a, b in zip([0] + [r["rollouts"] for r in rows], rows)]
     assert per_step == [8 * r["sampling_rounds"] for r in rows]
-    assert rows[-1]["rollouts"] >= 40 > rows[-2]["rollouts"]
+    assert rows[-1]["rollouts"] == 40  # extra rounds never overshoot the budget (one round is 8)
+    assert any(r["sampling_rounds"] > 1 for r in rows)
 
 
 def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokenizer, monkeypatch):

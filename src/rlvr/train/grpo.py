@@ -181,7 +181,7 @@ def _reference_kl(ref_model, batch: Batch, cfg: RunConfig, device) -> torch.Tens
 
 
 def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg: RunConfig, step: int,
-                      dfilter: DifficultyFilter | None = None):
+                      dfilter: DifficultyFilter | None = None, budget_left: int | None = None):
     """Sample ``prompts_per_step`` groups, verify them and turn verdicts into rewards.
 
     Reward shaping on top of the verifier: optional noise injection (for
@@ -203,7 +203,10 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     kept: list[tuple] = []
     dropped: list[tuple] = []
     t_gen, rounds = 0.0, 0
-    while len(kept) < P and rounds < (cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1):
+    max_rounds = cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1
+    if budget_left is not None:  # train.max_rollouts: extra rounds may not overshoot the budget
+        max_rounds = max(1, min(max_rounds, budget_left // (P * G)))
+    while len(kept) < P and rounds < max_rounds:
         rounds += 1
         problems = _draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
@@ -483,7 +486,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             if worker is None:
                 t0 = time.perf_counter()
                 samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
-                    engine, sampler, verifier, params, cfg, step, dfilter)
+                    engine, sampler, verifier, params, cfg, step, dfilter,
+                    budget_left=tcfg.max_rollouts - rollouts_done if tcfg.max_rollouts else None)
                 acct.add_time("generate", t_gen)
                 acct.add_time("verify", time.perf_counter() - t0 - t_gen)
             else:
@@ -593,6 +597,8 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         bar.close()
     metrics_log.close()
     if heldout_log is not None:
+        if step > start_step and step % cfg.eval.every:  # the run ended between two evals: one at the end
+            heldout_log.log(_periodic_eval(engine, heldout, verifier, cfg, step, rollouts_done))
         heldout_log.close()
     final = checkpoint(step) if tcfg.steps > start_step or latest_checkpoint(out_dir) is None else \
         latest_checkpoint(out_dir)

@@ -27,6 +27,7 @@ def test_eval_task_generates_once_and_reports(tmp_path, tiny_model_dir, capsys):
     res = json.loads((tmp_path / "rep" / "results.json").read_text())
     assert res["num_problems"] == 3 and res["samples_per_problem"] == 3 and res["verifier"] == "math"
     assert res["metrics"]["ks"] == [1, 2, 3] and res["sampling"]["temperature"] == 1.0
+    assert res["generated_problems"] == 3 and sum(res["verdict_reasons"].values()) == 9
     page = (tmp_path / "rep" / "report.html").read_text()
     assert "data:image/png;base64," in page and "http" not in page.replace("http-equiv", "")
     before = (tmp_path / "s.jsonl").read_text()
@@ -37,7 +38,7 @@ def test_eval_task_generates_once_and_reports(tmp_path, tiny_model_dir, capsys):
                     "--output", str(tmp_path / "r2.json")))
     assert rc == 0, capsys.readouterr().err
     r2 = json.loads((tmp_path / "r2.json").read_text())
-    assert r2["verifier"] == "numeric" and r2["metrics"]["ks"] == [1, 3]
+    assert r2["verifier"] == "numeric" and r2["metrics"]["ks"] == [1, 3] and r2["generated_problems"] == 0
     assert (tmp_path / "s.jsonl").read_text() == before
 
     # re-scoring the full task is refused: two problems were never generated

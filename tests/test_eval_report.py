@@ -66,3 +66,11 @@ def test_report_without_metadata_has_no_breakdown(tmp_path):
     assert res["breakdown"] == {}
     paths = write_report(res, tmp_path)
     assert "level" not in paths and paths["html"].read_text().count("data:image/png;base64,") == 1
+
+
+def test_report_lists_verdict_reasons(tmp_path):
+    recs = _records(4)
+    res = build_results(_header(recs), recs, score_samples(recs, "math"))
+    res["verdict_reasons"] = {"match (identical)": 3, "timeout": 1}
+    page = write_report(res, tmp_path)["html"].read_text()
+    assert "Verifier verdicts: match (identical) 3, timeout 1." in page

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -74,6 +75,8 @@ class EvalRequest:
     rescore_only: bool = False
     verifier: str = "math"
     workers: int = 1
+    verifier_timeout: float | None = None
+    """Per-check time limit of the verifier in seconds (None: its default, 5 s for math)."""
     ks: Sequence[int] | None = None
     """k values for the metrics (default every k in 1..n)."""
     output: Path | None = None
@@ -156,10 +159,20 @@ def _rescore_records(req: EvalRequest, idx: list[int]):
     return header, [by_id[req.problems[i].id] for i in idx]
 
 
+def _stored_ids(path: Path) -> set[str]:
+    try:
+        return {r.id for r in read_samples(path)[1]}
+    except SampleFileError:
+        return set()
+
+
 def run_eval(req: EvalRequest) -> dict[str, Any]:
     """Generate (or resume, or reuse) the samples, score them, write the results; return the results dict.
 
-    The dict also holds ``timing`` (seconds for generation, scoring, metrics)
+    The dict also holds ``timing`` (seconds: ``generate_s`` = model load,
+    fingerprint and generation; ``score_s``; ``metrics_s``), ``generated_problems``
+    (0 when everything was already stored), ``verdict_reasons`` (a histogram of
+    the verifier's reasons: ``timeout`` counts checks cut off by the time limit)
     and ``paths`` (files written).
     """
     from rlvr.evaluate.report import build_results, write_report
@@ -169,6 +182,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     if req.rescore_only:
         header, records = _rescore_records(req, idx)
         timing["generate_s"] = 0.0
+        generated = 0
     else:
         if not req.problems:
             raise ValueError(f"task {req.task!r} has no problems")
@@ -184,20 +198,26 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
 
         engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
                           dtype=sampler_dtype(req.sampler_dtype))
+        before = _stored_ids(req.samples_path)
         records = generate_samples(engine, req.problems, header, req.samples_path, indices=idx,
                                    progress=req.progress)
+        generated = sum(r.id not in before for r in records)
         timing["generate_s"] = time.perf_counter() - t0
         header = read_samples(req.samples_path)[0]  # the file's own header (created time of the first run)
     if not records:
         raise SampleFileError(f"{req.samples_path}: holds no problems to score")
     t0 = time.perf_counter()
-    scored = score_samples(records, req.verifier, workers=req.workers, progress=req.progress)
+    opts = {"timeout": req.verifier_timeout} if req.verifier_timeout is not None else {}
+    scored = score_samples(records, req.verifier, workers=req.workers, progress=req.progress, **opts)
     timing["score_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     results = build_results(header, records, scored, ks=req.ks, examples=req.examples,
                             extra={"samples_file": str(req.samples_path), **req.extra})
     timing["metrics_s"] = time.perf_counter() - t0
     results["timing"] = timing
+    results["generated_problems"] = generated
+    reasons = Counter(r.split(":")[0].strip() for row in scored.reasons for r in row)
+    results["verdict_reasons"] = dict(reasons.most_common())
     paths: dict[str, str] = {}
     if req.report_dir is not None:
         paths.update({k: str(v) for k, v in write_report(results, req.report_dir).items()})

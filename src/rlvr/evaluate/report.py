@@ -257,6 +257,9 @@ def render_html(results: dict[str, Any], images: dict[str, Path]) -> str:
                  f"max {t['max']}; {_pct(t['truncated_fraction'])} hit the token limit; "
                  f"{_pct(t['no_answer_fraction'])} gave no extractable answer.</p>")
     shown = ks if len(ks) <= 16 else [k for k in ks if (int(k) & (int(k) - 1)) == 0 or k == ks[-1]]
+    if results.get("verdict_reasons"):
+        parts.append("<p class='muted'>Verifier verdicts: " + ", ".join(
+            f"{e(str(r))} {c}" for r, c in results["verdict_reasons"].items()) + ".</p>")
     parts.append("<h2>pass@k, maj@k, avg@k</h2><div class='row'>" + _img(images.get("passk"), "pass@k curves"))
     parts.append("<table><tr><th>k</th><th>pass@k</th><th>maj@k</th><th>avg@k</th></tr>" + "".join(
         f"<tr><td>{k}</td>{_cell(m['pass@k'][k])}{_cell(m['maj@k'][k])}{_cell(m['avg@k'][k])}</tr>" for k in shown)

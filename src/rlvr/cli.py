@@ -116,7 +116,7 @@ def _cmd_eval(ns) -> int:
         task=task, problems=problems, model=(ns.model if ns.rescore_only else model_name), limit=ns.limit,
         samples_path=samples, rescore_only=ns.rescore_only, verifier=ns.verifier or (
             cfg.reward.verifier if not ns.task else default_verifier(task)),
-        workers=ns.workers, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
+        workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
@@ -137,8 +137,12 @@ def _cmd_eval(ns) -> int:
           f"verifier {res['verifier']}): accuracy {fmt(m['avg@k'][top])}  pass@1 {fmt(m['pass@k'][str(m['ks'][0])])}  "
           f"pass@{top} {fmt(m['pass@k'][top])}  maj@{top} {fmt(m['maj@k'][top])}  (95% bootstrap CIs)")
     t = res["timing"]
-    print(f"samples in {res['samples_file']}; generation {t['generate_s']:.1f} s, scoring {t['score_s']:.2f} s, "
-          f"metrics {t['metrics_s']:.2f} s")
+    print(f"samples in {res['samples_file']} ({res['generated_problems']} problems generated now); model load + "
+          f"generation {t['generate_s']:.1f} s, scoring {t['score_s']:.2f} s, metrics {t['metrics_s']:.2f} s")
+    timeouts = res["verdict_reasons"].get("timeout", 0)
+    if timeouts:
+        print(f"rlvr: warning: {timeouts} verifier checks hit the time limit and count as wrong (a busy machine?); "
+              "re-score with --rescore-only --verifier-timeout 30", file=sys.stderr)
     for key, label in (("results", "results"), ("html", "report")):
         if key in res["paths"]:
             print(f"{label} written to {res['paths'][key]}")
@@ -466,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--verifier", help="registered verifier (default: math; numeric for gsm8k; "
                                       "reward.verifier without --task)")
     g.add_argument("--workers", type=int, default=1, help="verifier processes (default 1)")
+    g.add_argument("--verifier-timeout", type=float,
+                   help="seconds per symbolic check before it counts as wrong (default: the verifier's, 5 for math)")
     g.add_argument("--k", help="k values for the metrics, e.g. 1,2,4,8 (default every k in 1..n)")
     g = p.add_argument_group("output")
     g.add_argument("--output", help="results JSON (default: next to the samples file, .results.json)")

@@ -61,7 +61,7 @@ def test_two_steps_end_to_end(tmp_path, tiny_tokenizer):
     assert all(0 <= r["accuracy"] <= 1 and r["response_length"] <= 8 for r in rows)
     # parameters moved (some groups had non-zero advantages)
     assert any(r["learner_seqs"] > 0 for r in rows)
-    changed = any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+    changed = any(not torch.equal(a, b.cpu()) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
     assert changed
     # first PPO epoch is exactly on-policy and the sampler agrees with the learner
     assert all(abs(r["ratio_mean"] - 1.0) < 1e-6 for r in rows if r["learner_seqs"])
@@ -195,7 +195,7 @@ def test_bf16_autocast_trains_fp32_master_weights(tmp_path, tiny_tokenizer):
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert any(r["learner_seqs"] > 0 for r in rows)
     assert all(p.dtype == torch.float32 for p in model.parameters())
-    assert any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+    assert any(not torch.equal(a, b.cpu()) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
     # the fp32 sampler and the bf16 learner disagree a little: the mismatch metric must see it
     assert any(r["logprob_mismatch"] > 1e-5 for r in rows if r["learner_seqs"])
 
@@ -218,7 +218,7 @@ def test_algorithm_variants_train(tmp_path, tiny_tokenizer, extra):
     trained = [r for r in rows if r["learner_seqs"] > 0]
     assert trained and all({"clip_frac_low", "clip_frac_high", "loss"} <= set(r) for r in trained)
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows if "loss" in r)
-    assert any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+    assert any(not torch.equal(a, b.cpu()) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
 
 
 def test_dynamic_sampling_refills_with_informative_groups(tmp_path, tiny_tokenizer):
@@ -295,8 +295,8 @@ def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokeniz
     seen: list[str] = []
     orig = grpo._collect_rollouts
 
-    def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None):
-        out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter)
+    def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None, **kw):
+        out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter, **kw)
         seen.extend(s.problem_id for s in out[0][:: params.n])
         return out
 
@@ -352,7 +352,7 @@ def test_entropy_guided_advantages_teach_from_zero_variance_groups(tmp_path, tin
                    "eval.before_training=false", "eval.after_training=false")
         train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(_problems(4, "t"), []), verifier=always)
         row = read_metrics(out / "metrics.jsonl")[0]
-        moved = any(not torch.equal(a, b) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
+        moved = any(not torch.equal(a, b.cpu()) for a, b in zip(model0.state_dict().values(), model.state_dict().values()))
         assert (row["learner_seqs"] > 0) == expect_learning and moved == expect_learning, (adv, row)
         if expect_learning:  # all-correct groups: A = alpha * H >= 0, positive somewhere
             assert row["adv_mean"] > 0

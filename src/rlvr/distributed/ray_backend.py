@@ -286,7 +286,7 @@ class RayRolloutEngine:
         """Put the learner's weights in the object store once and load them into every worker."""
         from rlvr.rollout.vllm import plain_state_dict
 
-        state = {k: v.detach().to("cpu", copy=True) for k, v in plain_state_dict(model).items()}
+        state = {k: v.detach().cpu() for k, v in plain_state_dict(model).items()}  # ray.put copies it
         self.version += 1
         self._weights_ref = self._ray.put(state)
         refs = [w.load_state_dict.remote(self._weights_ref, self.version) for w in self.workers]

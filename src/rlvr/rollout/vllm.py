@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 

@@ -141,18 +141,26 @@ def plot_sweep(result: SweepResult, path: str | Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
     fig, (ax_t, ax_n) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    for name, pts in result.curves.items():
-        if not pts:
-            continue
+    curves = [(name, pts) for name, pts in result.curves.items() if pts]
+    for k, (name, pts) in enumerate(curves):
         marker, ls = _STYLE.get(name, ("x", "-"))
         acc = [100 * p["accuracy"] for p in pts]
-        ax_t.plot([max(p["mean_tokens"], 1e-9) for p in pts], acc, marker=marker, linestyle=ls, label=name)
-        ax_n.plot([p["n"] for p in pts], acc, marker=marker, linestyle=ls, label=name)
+        style = dict(marker=marker, linestyle=ls, label=name, alpha=0.85, markersize=9 - 1.2 * k)  # overlaps stay visible
+        ax_t.plot([max(p["mean_tokens"], 1e-9) for p in pts], acc, **style)
+        ax_n.plot([p["n"] for p in pts], acc, **style)
     ax_t.set_xscale("log")
     ax_t.set_xlabel("generated tokens per problem (mean)")
     ax_n.set_xscale("log", base=2)
+    ns = sorted({p["n"] for _, pts in curves for p in pts})
+    ax_n.set_xticks(ns, [str(n) for n in ns])
+    ax_n.xaxis.set_minor_formatter(NullFormatter())
     ax_n.set_xlabel("samples per problem N")
+    ax_t.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax_t.xaxis.set_major_formatter(ScalarFormatter())
+    ax_t.xaxis.set_minor_formatter(NullFormatter())
     for ax in (ax_t, ax_n):
         ax.set_ylabel("accuracy (%)")
         ax.grid(True, which="both", alpha=0.3)

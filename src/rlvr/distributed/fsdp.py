@@ -61,17 +61,20 @@ MixedPrecision = Literal["bf16", "none"]
 def init_distributed(backend: str | None = None) -> tuple[int, int, torch.device]:
     """Join the process group that ``torchrun`` describes in the environment.
 
-    ``backend`` defaults to ``nccl`` when CUDA is available, else ``gloo``.  On
-    CUDA, ``LOCAL_RANK`` picks this process's GPU.  Returns
+    ``backend`` defaults to ``nccl`` when CUDA is available, else ``gloo``; a group
+    that already exists keeps its backend (gloo: CPU ranks, even on a GPU machine).
+    On CUDA, ``LOCAL_RANK`` picks this process's GPU.  Returns
     ``(rank, world_size, device)``; calling it again is harmless.
     """
+    if dist.is_initialized():  # an existing group decides: nccl means GPUs, gloo means CPU
+        backend = dist.get_backend()
     use_cuda = torch.cuda.is_available() and backend != "gloo"
     device = torch.device("cpu")
     if use_cuda:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group(backend or ("nccl" if use_cuda else "gloo"))
+        dist.init_process_group(backend or ("nccl" if use_cuda else "gloo"), device_id=device if use_cuda else None)
     return dist.get_rank(), dist.get_world_size(), device
 
 

@@ -120,6 +120,19 @@ def train_fsdp(cfg, *, model=None, tokenizer=None, problems: tuple[list, list] |
     does); a process group that is already initialised is used as is.  Returns
     the same summary as :func:`rlvr.train.grpo.train` on every rank.
     """
+    bad = unsupported_with_fsdp(cfg)
+    if bad:
+        raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+    own_group = not dist.is_initialized()  # started by torchrun: this function also tears the group down
+    rank, world, device = init_distributed()
+    try:
+        return _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_step)
+    finally:
+        if own_group and dist.is_initialized():
+            dist.destroy_process_group()  # without it a gloo rank can hang at interpreter exit
+
+
+def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_step) -> dict[str, Any]:
     from rlvr.algorithms import get_advantage_estimator
     from rlvr.config import save_config
     from rlvr.models import load_policy
@@ -132,10 +145,6 @@ def train_fsdp(cfg, *, model=None, tokenizer=None, problems: tuple[list, list] |
     from rlvr.train.metrics import MetricsLogger
     from rlvr.verifiers import get_verifier
 
-    bad = unsupported_with_fsdp(cfg)
-    if bad:
-        raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
-    rank, world, device = init_distributed()
     tcfg, dcfg = cfg.train, cfg.distributed
     if tcfg.prompts_per_step % world:
         raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "

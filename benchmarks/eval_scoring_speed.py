@@ -31,7 +31,6 @@ import math
 import random
 import time
 from collections import Counter
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np

@@ -114,7 +114,8 @@ def initial_accuracy(out: Path) -> dict:
 def _rows(run_dir: Path) -> list[dict]:
     from rlvr.train.metrics import read_metrics
 
-    return read_metrics(run_dir / "heldout.jsonl")
+    path = run_dir / "heldout.jsonl"
+    return read_metrics(path) if path.is_file() else []  # a run not made (yet)
 
 
 def two_level_bootstrap(per_seed: np.ndarray, n_boot: int = 4000, seed: int = 0) -> tuple[float, float]:
@@ -183,7 +184,8 @@ def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    many = len(summary["methods"]) > 6
+    fig, ax = plt.subplots(figsize=(10, 4.8) if many else (7, 4.5))
     for i, (m, r) in enumerate(summary["methods"].items()):
         color = f"C{i}"
         for c in r["curves"]:
@@ -202,7 +204,10 @@ def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
                  fontsize=10)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    if many:  # beside the plot, not over the curves
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=130)
 

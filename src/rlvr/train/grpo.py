@@ -38,9 +38,8 @@ from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
-from rlvr.rollout import HFEngine, SamplingParams
+from rlvr.rollout import SamplingParams, make_engine
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
-from rlvr.rollout.hf import sampler_dtype
 from rlvr.train.accounting import StepAccounting
 from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -396,12 +395,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
     verifier = verifier or get_verifier(cfg.reward.verifier)
     estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
-    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
-                      dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout)
-    if cfg.rollout.engine != "hf" or cfg.distributed.backend != "none":  # vLLM and/or Ray rollout workers
-        from rlvr.rollout.factory import make_engine
-
-        engine = make_engine(cfg, model, tokenizer)
+    engine = make_engine(cfg, model, tokenizer)  # HFEngine by default; vLLM and/or Ray rollout workers if configured
     engine.generator.manual_seed(tcfg.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tcfg.lr, betas=tuple(tcfg.betas),
                                   weight_decay=tcfg.weight_decay)

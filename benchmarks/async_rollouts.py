@@ -30,32 +30,19 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fixed_length import fixed_length_overrides, load_model, run_variants  # noqa: E402
 
 VARIANTS = {
     "sync-2proc": ["train.rollout_worker=true", "train.async_steps=0", "train.threads=1"],
     "async-k1": ["train.async_steps=1", "train.threads=1"],
     "inproc-2threads": ["train.threads=2"],
 }
-
-
-def load_model(args):
-    """The bundled model, or (``--random-weights``) its architecture freshly initialised from a
-    directory holding only config + tokenizer: the same work per step for fixed-length rollouts."""
-    import torch
-
-    from rlvr.models import load_policy, load_tokenizer
-
-    if not args.random_weights:
-        return load_policy(args.model)
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.model), dtype=torch.float32)
-    return model, load_tokenizer(args.model)
 
 
 def run_variant(args) -> dict:
@@ -66,14 +53,7 @@ def run_variant(args) -> dict:
     from rlvr.train.metrics import read_metrics
 
     with tempfile.TemporaryDirectory() as out:
-        overrides = [
-            f"train.output_dir={out}", f"train.steps={args.steps}", f"train.prompts_per_step={args.prompts}",
-            f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}", "rollout.ignore_eos=true",
-            "rollout.dtype=bfloat16", "algorithm.skip_zero_advantage=false", "algorithm.is_correction=tis",
-            "train.micro_batch_size=16", "train.lr=3e-5", "train.warmup_steps=0", "train.save_every=0",
-            "train.progress=false", "eval.before_training=false", "eval.after_training=false",
-            "task.num_train=200", "task.num_heldout=1", f"model.device={getattr(args, 'device', 'cpu')}",
-            f"model.name={args.model}", *VARIANTS[args.variant]]
+        overrides = [*fixed_length_overrides(args, out), "algorithm.is_correction=tis", *VARIANTS[args.variant]]
         cfg = load_config(RunConfig, None, overrides)
         import torch
 
@@ -110,15 +90,7 @@ def main() -> None:
         print(json.dumps(run_variant(args)))
         return
 
-    results = {}
-    for variant in VARIANTS:
-        cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps), "--prompts",
-               str(args.prompts), "--group", str(args.group), "--new-tokens", str(args.new_tokens), "--model", args.model,
-               *(["--random-weights"] if args.random_weights else [])]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode:
-            sys.exit(f"{variant} failed:\n{out.stderr[-3000:]}")
-        results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
+    results = run_variants(__file__, VARIANTS, args)
 
     print(f"{platform.processor() or platform.machine()}; {args.prompts} prompts x {args.group} completions x "
           f"{args.new_tokens} forced tokens; {args.steps} steps (steady state = steps 2..{args.steps})")

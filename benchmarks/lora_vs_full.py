@@ -18,26 +18,13 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-
-def load_model(args):
-    """The bundled model, or (``--random-weights``) its architecture freshly initialised from a
-    directory holding only config + tokenizer: the same work per step for fixed-length rollouts."""
-    import torch
-
-    from rlvr.models import load_policy, load_tokenizer
-
-    if not args.random_weights:
-        return load_policy(args.model)
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.model), dtype=torch.float32)
-    return model, load_tokenizer(args.model)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fixed_length import fixed_length_overrides, load_model, run_variants  # noqa: E402
 
 
 def run_variant(args) -> dict:
@@ -52,15 +39,8 @@ def run_variant(args) -> dict:
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as out:
-        overrides = [
-            f"train.output_dir={out}", f"train.steps={args.steps}", f"train.prompts_per_step={args.prompts}",
-            f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}", "rollout.ignore_eos=true",
-            "rollout.dtype=bfloat16", "algorithm.skip_zero_advantage=false", "train.micro_batch_size=16",
-            "train.lr=3e-5", "train.warmup_steps=0", "train.save_every=0", "train.progress=false",
-            f"train.threads={args.threads}", "eval.before_training=false", "eval.after_training=false",
-            "task.num_train=200", "task.num_heldout=1", f"model.device={getattr(args, 'device', 'cpu')}",
-            f"model.name={args.model}",
-            f"model.lora.enabled={'true' if args.variant == 'lora' else 'false'}"]
+        overrides = [*fixed_length_overrides(args, out), f"train.threads={args.threads}",
+                     f"model.lora.enabled={'true' if args.variant == 'lora' else 'false'}"]
         cfg = load_config(RunConfig, None, overrides)
         model, tok = load_model(args)
         loaded_rss = peak_rss_mb()
@@ -94,16 +74,7 @@ def main() -> None:
         print(json.dumps(run_variant(args)))
         return
 
-    results = {}
-    for variant in ("full", "lora"):
-        cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps), "--prompts",
-               str(args.prompts), "--group", str(args.group), "--new-tokens", str(args.new_tokens), "--model", args.model,
-               *(["--random-weights"] if args.random_weights else []),
-               "--threads", str(args.threads), "--device", args.device]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode:
-            sys.exit(f"{variant} failed:\n{out.stderr[-3000:]}")
-        results[variant] = json.loads(out.stdout.strip().splitlines()[-1])
+    results = run_variants(__file__, ("full", "lora"), args, ["--threads", str(args.threads), "--device", args.device])
 
     print(f"{platform.processor() or platform.machine()}, device {args.device}, torch threads {args.threads}; "
           f"{args.prompts} prompts x {args.group} completions x {args.new_tokens} forced tokens; "

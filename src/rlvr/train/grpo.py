@@ -219,13 +219,11 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
             if rcfg.flip_false_positive or rcfg.flip_false_negative:
                 correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
             reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * correct
-            if rcfg.laser_target_length:
-                lengths = torch.tensor([float(s.num_tokens) for s in group])
-                bonus = laser_reward(correct, lengths, rcfg.laser_target_length, alpha=rcfg.laser_alpha) - \
-                    laser_reward(correct, lengths, rcfg.laser_target_length, alpha=0.0)
-                reward = reward + bonus
+            lengths = torch.tensor([float(s.num_tokens) for s in group])
+            if rcfg.laser_target_length:  # LASER's reward is 1[correct] + bonus: add the bonus alone
+                reward = reward + laser_reward(correct, lengths, rcfg.laser_target_length,
+                                               alpha=rcfg.laser_alpha) - correct
             if rcfg.overlong_cache_len:
-                lengths = torch.tensor([float(s.num_tokens) for s in group])
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
             informative = bool(informative_groups(reward, G)[0])
             (kept if informative or not cfg.algorithm.dynamic_sampling else dropped).append((group, verdicts, reward))

@@ -96,7 +96,9 @@ class Batch:
     Shapes: ``input_ids``/``attention_mask``/``completion_mask`` are [B, T];
     ``old_logprobs`` and ``ref_logprobs`` are [B, T] aligned with ``input_ids``
     (position t holds log p(input_ids[t] | input_ids[:t]); 0 where masked);
-    ``advantages`` is [B] (one scalar per sequence, broadcast over tokens).
+    ``advantages`` is [B] (one scalar per sequence, broadcast over tokens) or
+    [B, T] (per-token estimators); ``values`` (the critic's predictions when the
+    rollouts were scored) and ``returns`` (its targets) are [B, T], PPO only.
     """
 
     input_ids: Any
@@ -105,3 +107,5 @@ class Batch:
     old_logprobs: Any
     advantages: Any
     ref_logprobs: Any | None = None
+    values: Any | None = None
+    returns: Any | None = None

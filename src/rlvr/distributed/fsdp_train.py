@@ -59,6 +59,7 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
         "eval.every": bool(cfg.eval.every),
+        "algorithm.advantage=gae (PPO critic)": alg.advantage == "gae",
     }
     return [k for k, on in bad.items() if on]
 

@@ -48,18 +48,28 @@ def completion_start(batch: Batch) -> int:
 
 
 def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
-                    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False):
+                    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
+                    return_hidden: bool = False):
     """Per-token log p(token_t | tokens_<t) for columns ``start:``, under logits / temperature.
 
     Returns ``(logp [B, T - start], entropy [B, T - start] or None)``; columns
     before ``start`` are not computed.  The entropy is detached unless
-    ``entropy_grad`` (needed for an entropy bonus).
+    ``entropy_grad`` (needed for an entropy bonus).  With ``return_hidden`` a
+    third item is the LM head's input at the same positions, [B, T - start, H]
+    (in the autograd graph; a shared value head reads it).
     """
     T = input_ids.shape[1]
     keep = T - start + 1  # logits at positions start-1 .. T-2 predict tokens start .. T-1
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                use_cache=False, logits_to_keep=keep)
+    if return_hidden:
+        from rlvr.models.value_head import lm_head_inputs
+
+        with lm_head_inputs(model) as rec:
+            out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                        use_cache=False, logits_to_keep=keep)
+    else:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    use_cache=False, logits_to_keep=keep)
     logits = out.logits[:, :-1, :].float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
@@ -70,4 +80,6 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     elif with_entropy:
         with torch.no_grad():
             ent = entropy_from_logits(logits.detach())
+    if return_hidden:
+        return logp, ent, rec.hidden[:, -keep:-1]
     return logp, ent

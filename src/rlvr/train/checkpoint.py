@@ -6,6 +6,7 @@ A checkpoint is a directory ``<output_dir>/checkpoints/step-000010/``::
                         model the merged weights W + BA, so it loads without peft
     adapter/            LoRA only: the adapter weights (peft format), what resume loads
     optimizer.pt        optimizer and LR-scheduler state dicts
+    <name>.safetensors  extra modules the loop trains besides the policy (PPO: critic.safetensors)
     state.pt            step, data position, RNG states, anything the loop adds
     DONE                written last: a directory without it is incomplete
 
@@ -51,8 +52,12 @@ def set_rng_state(state: dict[str, Any], generator: torch.Generator | None = Non
 
 
 def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimizer, scheduler,
-                    state: dict[str, Any], keep: int = 2) -> Path:
-    """Write a complete checkpoint atomically and prune all but the newest ``keep``."""
+                    state: dict[str, Any], keep: int = 2, modules: dict[str, torch.nn.Module] | None = None) -> Path:
+    """Write a complete checkpoint atomically and prune all but the newest ``keep``.
+
+    ``modules`` are saved as ``<name>.safetensors`` (shared tensors handled by
+    ``safetensors.torch.save_model``); their optimizers belong in ``state``.
+    """
     root = Path(output_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -68,6 +73,10 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
             model.save_pretrained(tmp / "model", safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp / "model")
+        for name, module in (modules or {}).items():
+            from safetensors.torch import save_model
+
+            save_model(module, str(tmp / f"{name}.safetensors"))
         torch.save({"optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None},
                    tmp / "optimizer.pt")
@@ -99,8 +108,10 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return done[-1] if done else None
 
 
-def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None) -> dict[str, Any]:
-    """Load weights (in place), optimizer and scheduler state; return the saved loop state."""
+def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None,
+                    modules: dict[str, torch.nn.Module] | None = None) -> dict[str, Any]:
+    """Load weights (in place), optimizer and scheduler state, and ``modules`` saved by
+    :func:`save_checkpoint`; return the saved loop state."""
     from safetensors.torch import load_file
 
     path = Path(path)
@@ -120,6 +131,14 @@ def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None) -> 
                                f"unexpected={unexpected[:5]}")
         if model.config.tie_word_embeddings:
             model.tie_weights()
+    for name, module in (modules or {}).items():
+        from safetensors.torch import load_model
+
+        f = path / f"{name}.safetensors"
+        if not f.is_file():
+            raise RuntimeError(f"checkpoint {path} has no {f.name}: it was written by a run without a {name} "
+                               f"(e.g. not algorithm.advantage=gae), so this run cannot resume from it")
+        load_model(module, str(f), device=str(next(module.parameters()).device))
     opt = torch.load(path / "optimizer.pt", weights_only=False)
     if optimizer is not None:
         optimizer.load_state_dict(opt["optimizer"])

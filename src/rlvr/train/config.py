@@ -16,6 +16,7 @@ __all__ = [
     "ModelConfig",
     "TaskConfig",
     "RolloutConfig",
+    "ValueConfig",
     "AlgorithmConfig",
     "RewardConfig",
     "TrainConfig",
@@ -74,12 +75,28 @@ class RolloutConfig:
 
 
 @dataclass
+class ValueConfig:
+    """The critic of PPO, used when ``algorithm.advantage=gae`` (see rlvr.models.value_head)."""
+
+    critic: Literal["separate", "shared"] = option(
+        "separate", "separate: a copy of the policy's trunk plus a value head, own optimizer (verl/OpenRLHF); "
+                    "shared: a value head on the policy's last hidden state, trained through its trunk")
+    coef: float = option(0.5, "weight of the value loss (vf_coef)")
+    clip: float | None = option(0.2, "value clipping: new values stay within this of the rollout-time values "
+                                     "(null: unclipped MSE)")
+    lr: float = option(1e-4, "critic learning rate (the head, and the trunk of a separate critic)")
+    warmup_steps: int = option(0, "first N steps train the critic only; the policy is not updated")
+
+
+@dataclass
 class AlgorithmConfig:
     advantage: str = option("grpo", "advantage estimator, a name in rlvr.algorithms.ADVANTAGE_ESTIMATORS "
                                     "(grpo, drgrpo, rloo, reinforce, reinforce_pp, passk, psr, nsr, w_reinforce, "
-                                    "quantile, noisy_backward, noisy_forward)")
+                                    "quantile, entropy_guided, noisy_backward, noisy_forward; gae: PPO with a "
+                                    "learned critic, see algorithm.value)")
     advantage_params: dict[str, Any] = option(None, "estimator hyper-parameters, e.g. {k: 4} for passk, "
-                                              "{rho0: 0.1, rho1: 0.2} for noisy_backward", default_factory=dict)
+                                              "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
+                                              "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
     policy_loss: Literal["ppo_clip", "dual_clip", "gspo", "topr"] = option(
         "ppo_clip", "policy loss (PPO-clip, dual-clip, GSPO sequence ratio, TOPR)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
@@ -110,6 +127,7 @@ class AlgorithmConfig:
     ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
+    value: ValueConfig = field(default_factory=ValueConfig)
 
 
 @dataclass
@@ -214,17 +232,21 @@ class RunConfig:
             raise ValueError("train.steps must be >= 0")
         if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
             raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
-        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS, ESTIMATOR_EXTRA_INPUTS
+        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS
 
         adv = self.algorithm.advantage
         if adv not in ADVANTAGE_ESTIMATORS:
             raise ValueError(f"algorithm.advantage: unknown estimator {adv!r}; "
                              f"known: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
+        v = self.algorithm.value
         if adv == "gae":
-            raise ValueError(f"algorithm.advantage={adv} needs per-token inputs ({ESTIMATOR_EXTRA_INPUTS[adv]}) "
-                             "from a learned value head, which the GRPO recipe does not train yet; "
-                             "rlvr.algorithms.gae has the estimator for custom loops")
-        if self.rollout.group_size < 2 and adv not in ("reinforce", "reinforce_pp"):
+            if v.coef <= 0 or v.lr <= 0 or v.warmup_steps < 0 or (v.clip is not None and v.clip <= 0):
+                raise ValueError("algorithm.value: need coef > 0, lr > 0, warmup_steps >= 0 and clip > 0 (or null)")
+            unknown = set(self.algorithm.advantage_params) - {"gamma", "lam", "whiten"}
+            if unknown:
+                raise ValueError(f"algorithm.advantage_params: gae takes gamma, lam and whiten, not "
+                                 f"{', '.join(sorted(unknown))}")
+        if self.rollout.group_size < 2 and adv not in ("reinforce", "reinforce_pp", "gae"):
             raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
         if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):
             raise ValueError("reward.flip_false_positive and reward.flip_false_negative must be in [0, 1)")

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss
+from rlvr.algorithms import get_advantage_estimator, group_stats, grpo_loss, ppo_gae_advantages, value_loss
 from rlvr.algorithms.importance import is_correction_weights
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter, informative_groups
@@ -38,6 +38,7 @@ from rlvr.config import save_config
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
+from rlvr.models.value_head import build_critic, critic_values
 from rlvr.rollout import SamplingParams, make_engine
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
 from rlvr.train.accounting import StepAccounting
@@ -117,8 +118,8 @@ def _sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = N
     lo, hi = int(used[0]), int(used[-1]) + 1
     adv = batch.advantages[rows]
     parts = [batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
-             batch.old_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv,
-             None if batch.ref_logprobs is None else batch.ref_logprobs[rows, lo:hi]]
+             batch.old_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv]
+    parts += [None if t is None else t[rows, lo:hi] for t in (batch.ref_logprobs, batch.values, batch.returns)]
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
     sub = Batch(*parts)
@@ -143,40 +144,48 @@ def _draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | No
     return out + (sampler.next(k - len(out)) if len(out) < k else [])
 
 
-def _policy_entropy(model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
-    """Per-token entropy of the current policy at every completion position, [B, T] aligned with the batch (no grad).
+def _per_token_pass(batch: Batch, cfg: RunConfig, device, fn) -> torch.Tensor:
+    """Run ``fn(micro_batch, start) -> [b, T' - start]`` over the batch without gradients; [B, T] float32 result.
 
-    Needed before the advantage by the entropy-guided estimator (RL-ZVP); one
-    extra forward pass over the batch.
+    The no-grad forward passes some estimators need before the advantage
+    (entropy, reference KL, critic values) share this loop: micro-batches of
+    ``train.micro_batch_size`` rows with padding columns trimmed, results put
+    back at the columns of the completion tokens they belong to.
     """
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
-    width = batch.input_ids.shape[1]
-    was_training = model.training
-    model.eval()
     with torch.no_grad():
         for chunk in torch.arange(batch.input_ids.shape[0]).split(cfg.train.micro_batch_size):
             mb, start = _sub_batch(batch, chunk, device)
-            _, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-                                     with_entropy=True)
-            # _sub_batch trimmed columns lo:hi; completions end at hi, so the entropy block ends there too
+            res = fn(mb, start)
+            # _sub_batch trimmed columns lo:hi; completions end at hi, so the result block ends there too
             hi = int(batch.attention_mask[chunk].any(0).nonzero()[-1]) + 1
-            out[chunk, hi - ent.shape[1]:hi] = ent.float().cpu()
-    model.train(was_training)
+            out[chunk, hi - res.shape[1]:hi] = res.float().cpu()
     return out * batch.completion_mask
 
 
-def _reference_kl(ref_model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
-    """Per-sequence sum of k1 = log pi_sampler - log pi_ref over completion tokens ([B], no grad)."""
-    out = torch.zeros(batch.input_ids.shape[0])
-    rows = torch.arange(batch.input_ids.shape[0])
-    with torch.no_grad():
-        for chunk in rows.split(cfg.train.micro_batch_size):
-            mb, start = _sub_batch(batch, chunk, device)
-            ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
-                                          cfg.rollout.temperature)
-            mask = mb.completion_mask[:, start:]
-            out[chunk] = ((mb.old_logprobs[:, start:] - ref_logp.float()) * mask).sum(-1).cpu()
+def _policy_entropy(model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
+    """Per-token entropy of the current policy at every completion position, [B, T] (no grad).
+
+    Needed before the advantage by the entropy-guided estimator (RL-ZVP).
+    """
+    was_training = model.training
+    model.eval()
+    out = _per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
+        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True)[1])
+    model.train(was_training)
     return out
+
+
+def _reference_kl(ref_model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
+    """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
+    return _per_token_pass(batch, cfg, device, lambda mb, start: mb.old_logprobs[:, start:] - policy_logprobs(
+        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature)[0].float())
+
+
+def _critic_values(critic, model, batch: Batch, cfg: RunConfig, device) -> torch.Tensor:
+    """The critic's value of the state before every completion token, [B, T] (no grad; 0 off the completion)."""
+    return _per_token_pass(batch, cfg, device, lambda mb, start: critic_values(
+        critic, model, mb.input_ids, mb.attention_mask, start))
 
 
 def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg: RunConfig, step: int,
@@ -234,8 +243,18 @@ def _collect_rollouts(engine, sampler: PromptSampler, verifier, params: Sampling
     return samples, verdicts, rewards, rounds, t_gen, (len(kept) + len(dropped)) * G
 
 
-def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None, dp=None) -> dict[str, float]:
+def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None, dp=None, critic=None,
+                  critic_optimizer=None, train_policy: bool = True) -> dict[str, float]:
     """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
+
+    With a ``critic`` (PPO with GAE) every micro-batch also computes the
+    clipped value loss against ``batch.returns``, weighted by
+    ``algorithm.value.coef`` and aggregated like the policy loss; the critic's
+    parameters are clipped and stepped by ``critic_optimizer``.  A shared
+    critic reads the hidden states of the policy's own forward pass, so its
+    loss also trains the policy's trunk.  ``train_policy=False`` (critic
+    warm-up) trains the critic alone: no policy loss, no policy step, and a
+    shared head reads detached hidden states.
 
     Gradients are accumulated over micro-batches with weights chosen so the sum
     equals the loss aggregated over the whole batch (token-mean: tokens in the
@@ -250,7 +269,8 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     B = batch.input_ids.shape[0]
     total_tokens = batch.completion_mask.sum().clamp(min=1)
     rows = torch.arange(B)
-    if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0:
+    if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
+            and critic is None:  # the critic learns from every row
         nonzero = batch.advantages != 0
         rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
     chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
@@ -268,18 +288,22 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
     device_type = device.type
     kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
     amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
+    shared = critic is not None and critic.shared
+    critic_norm = 0.0
     for epoch in range(alg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
+        if critic_optimizer is not None:
+            critic_optimizer.zero_grad(set_to_none=True)
         for ci in range(n_passes):
             if ci >= len(chunks):  # this rank has run out of rows: zero-loss pass, same collectives
                 dp.idle_pass(model, ref_model if kl_coef > 0 else None)
                 continue
             chunk = chunks[ci]
             mb, start = _sub_batch(batch, chunk, device)
-            with amp:
-                logp, ent = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                            cfg.rollout.temperature, with_entropy=True,
-                                            entropy_grad=alg.entropy_coef > 0)
+            with amp, torch.set_grad_enabled(train_policy):
+                logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                                     cfg.rollout.temperature, with_entropy=True,
+                                                     entropy_grad=alg.entropy_coef > 0, return_hidden=shared)
             mask = mb.completion_mask[:, start:]
             if epoch == 0:
                 old_logps[ci] = logp.detach()
@@ -302,7 +326,20 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                                 entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
                                 is_weights=is_weights[ci])
             w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
-            (loss * (w * grad_scale)).backward()
+            if not train_policy:
+                loss = loss.detach()
+            total = loss
+            if critic is not None:  # PPO's value loss, against the GAE returns
+                with amp:
+                    values = critic.values_from_hidden(hidden[0]) if shared else \
+                        critic_values(critic, model, mb.input_ids, mb.attention_mask, start)
+                vloss, vm = value_loss(values, mb.values[:, start:], mb.returns[:, start:], mask,
+                                       clip_range=alg.value.clip, agg=alg.loss_agg,
+                                       max_len=cfg.rollout.max_new_tokens)
+                total = total + alg.value.coef * vloss
+                m.update(vm, value_loss=vloss.detach())
+            if total.requires_grad:
+                (total * (w * grad_scale)).backward()
             n_tok = float(mask.sum())
             m = {k: float(v) for k, v in m.items()}
             m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
@@ -310,18 +347,43 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + v * n_tok
             weight_total += n_tok
-        if n_passes:
-            params = [p for p in model.parameters() if p.grad is not None]
-            if tcfg.max_grad_norm > 0:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, tcfg.max_grad_norm))
-            else:
-                grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
-        optimizer.step()  # a no-op without gradients; keeps the LR scheduler's step order
+        if n_passes and critic_optimizer is not None:
+            critic_norm = _clip_gradients(list(critic.parameters()), tcfg.max_grad_norm)
+            critic_optimizer.step()
+        if n_passes and train_policy:
+            grad_norm = _clip_gradients(list(model.parameters()), tcfg.max_grad_norm)
+        optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's step order
     out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
     if weight_total:  # mismatch was summed over first-epoch tokens only
         out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
     out.update({"grad_norm": grad_norm, "learner_seqs": int(len(rows)), "learner_tokens": int(weight_total)})
+    if critic is not None:
+        out["critic_grad_norm"] = critic_norm
     return out
+
+
+def _value_diagnostics(batch: Batch) -> dict[str, float]:
+    """How well the critic's values (before this step's update) predicted the returns.
+
+    ``value_explained_var = 1 - Var(R - V) / Var(R)`` over completion tokens
+    (1: perfect, 0: no better than a constant, negative: worse).
+    """
+    m = batch.completion_mask.bool()
+    v, r = batch.values[m], batch.returns[m]
+    var_r = r.var() if r.numel() > 1 else torch.tensor(0.0)
+    ev = float(1 - (r - v).var() / var_r) if var_r > 0 else float("nan")
+    return {"value_explained_var": ev, "value_pred_mean": float(v.mean()) if v.numel() else 0.0,
+            "return_mean": float(r.mean()) if r.numel() else 0.0}
+
+
+def _clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> float:
+    """Clip the gradients of ``params`` to ``max_norm`` (0: no clipping); returns their norm before clipping."""
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return 0.0
+    if max_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
 
 
 # --------------------------------------------------------------------------- eval
@@ -382,6 +444,9 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
     device = resolve_device(cfg.model.device)
     model.to(device)
+    critic = critic_optimizer = critic_scheduler = None
+    if cfg.algorithm.advantage == "gae":  # PPO: a learned critic (before LoRA: a separate one trains all weights)
+        critic = build_critic(model, cfg.algorithm.value.critic)
     if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
         model = apply_lora(model, cfg.model.lora)
     ref_model = None
@@ -398,6 +463,10 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tcfg.lr, betas=tuple(tcfg.betas),
                                   weight_decay=tcfg.weight_decay)
     scheduler = make_scheduler(optimizer, cfg)
+    if critic is not None:
+        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=cfg.algorithm.value.lr,
+                                             betas=tuple(tcfg.betas), weight_decay=tcfg.weight_decay)
+        critic_scheduler = make_scheduler(critic_optimizer, cfg)
     sampler = PromptSampler(train_problems, seed=tcfg.seed)
     alg = cfg.algorithm
     dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
@@ -412,7 +481,11 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         if ckpt is None:
             log.warning("train.resume=true but no checkpoint in %s: starting from scratch", out_dir)
         else:
-            state = load_checkpoint(ckpt, model, optimizer, scheduler)
+            state = load_checkpoint(ckpt, model, optimizer, scheduler,
+                                    modules={"critic": critic} if critic is not None else None)
+            if critic is not None:
+                critic_optimizer.load_state_dict(state["critic_optimizer"])
+                critic_scheduler.load_state_dict(state["critic_scheduler"])
             engine.sync_weights(model)
             start_step, sampler.position = state["step"], state["data_position"]
             set_rng_state(state["rng"], engine.generator)
@@ -440,12 +513,16 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         state = {"data_position": sampler.position, "rng": rng_state(engine.generator), "rollouts": rollouts_done}
         if dfilter is not None:
             state["difficulty_filter"] = dfilter.state_dict()
+        if critic is not None:
+            state["critic_optimizer"] = critic_optimizer.state_dict()
+            state["critic_scheduler"] = critic_scheduler.state_dict()
         if ref_reset is not None:  # the reference differs from the initial model after a reset
             state["ref_reset"] = ref_reset.state_dict()
             state["reference"] = ({k: v.cpu() for k, v in ref_model.state_dict().items()}
                                   if ref_reset.last_reset else None)
         return save_checkpoint(out_dir, step, model, tokenizer, optimizer, scheduler, state,
-                               keep=tcfg.keep_checkpoints)
+                               keep=tcfg.keep_checkpoints,
+                               modules={"critic": critic} if critic is not None else None)
 
     params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                             temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
@@ -498,11 +575,20 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                        "rollout_peak_rss_mb": rb.peak_rss_mb}
             rollouts_done += generated
             batch = collate(samples, torch.zeros(len(samples)), engine.pad_id)
-            seq_kl = None
+            seq_kl = token_kl = None
             if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
-                seq_kl = _reference_kl(ref_model, batch, cfg, device)
-                rewards = rewards - alg.kl_coef * seq_kl
-            if alg.advantage == "entropy_guided":  # zero-variance groups are shaped by the policy's entropy
+                token_kl = _reference_kl(ref_model, batch, cfg, device)
+                seq_kl = token_kl.sum(-1)
+                if critic is None:  # PPO subtracts it token by token instead (ppo_gae_advantages)
+                    rewards = rewards - alg.kl_coef * seq_kl
+            value_row: dict[str, float] = {}
+            if critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
+                batch.values = _critic_values(critic, model, batch, cfg, device)
+                advantages, batch.returns = ppo_gae_advantages(
+                    rewards, batch.values, batch.completion_mask, kl=token_kl,
+                    kl_coef=alg.kl_coef if token_kl is not None else 0.0, **alg.advantage_params)
+                value_row = _value_diagnostics(batch)
+            elif alg.advantage == "entropy_guided":  # zero-variance groups are shaped by the policy's entropy
                 advantages = estimator(rewards, cfg.rollout.group_size,
                                        entropy=_policy_entropy(model, batch, cfg, device), mask=batch.completion_mask)
             else:
@@ -512,8 +598,12 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
             # The update and its log line are one unit: Ctrl-C waits for both.
             with _deferred_interrupts():
                 with acct.phase("learn"):
-                    learn = update_policy(model, optimizer, batch, cfg, ref_model)
+                    learn = update_policy(model, optimizer, batch, cfg, ref_model, critic=critic,
+                                          critic_optimizer=critic_optimizer,
+                                          train_policy=step >= alg.value.warmup_steps or critic is None)
                     scheduler.step()
+                    if critic_scheduler is not None:
+                        critic_scheduler.step()
                 with acct.phase("sync"):
                     engine.sync_weights(model)
                     if worker is not None:
@@ -545,6 +635,7 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
                     else 0.0, "adv_abs_mean": float(advantages.abs().mean()),
                     "lr": scheduler.get_last_lr()[0],
                     **learn,
+                    **value_row,  # PPO: explained variance and mean of the critic's values vs returns
                     **timing,  # gen/verify/learn/sync/wait/step time, tokens/s, peak_rss_mb
                     **lag,  # async: policy_version, staleness, rollout process peak memory
                 }

@@ -46,7 +46,11 @@ METHODS: dict[str, list[str]] = {
     "rloo": ["algorithm.advantage=rloo", "algorithm.loss_agg=seq_mean_token_mean"],
     # Zheng et al. 2025: sequence-level (length-normalised) importance ratio, tight clip
     "gspo": ["algorithm.advantage=grpo", "algorithm.policy_loss=gspo", "algorithm.loss_agg=seq_mean_token_mean"],
+    # Schulman et al. 2017 / Ouyang et al. 2022: a learned critic (a copy of the policy's trunk + a value head),
+    # GAE (gamma = lam = 1), whitened per-token advantages, clipped value loss; not in the default set
+    "ppo": ["algorithm.advantage=gae", "algorithm.loss_agg=token_mean", "algorithm.value.critic=separate"],
 }
+DEFAULT_METHODS = ["grpo", "drgrpo", "dapo", "rloo", "gspo"]
 
 BASE = [
     "task.name=arithmetic", "task.num_train=2000", "task.num_heldout=128",
@@ -230,7 +234,8 @@ def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS),
+                    help=f"methods to run (default: {' '.join(DEFAULT_METHODS)}; also: ppo)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--budget", type=int, default=256, help="completions generated per run (default 256)")
     ap.add_argument("--every", type=int, default=4, help="held-out eval every N steps (default 4)")

@@ -215,3 +215,25 @@ def test_config_accepts_ppo_and_refuses_bad_critic_settings(tmp_path):
         cfg("algorithm.advantage=gae", "distributed.fsdp=true").validate()
     with pytest.raises(ValueError):
         cfg("algorithm.advantage=gae", "algorithm.value.critic=both")
+
+
+@pytest.mark.parametrize("layout", ["separate", "shared"])
+def test_ppo_with_a_lora_policy(tmp_path, tiny_tokenizer, layout):
+    """A separate critic copies the trunk before the adapters go in (it trains all of its weights);
+    a shared head reads the peft model's hidden states."""
+    pytest.importorskip("peft")
+    from safetensors.torch import load_file
+
+    from test_lora import _train
+
+    _train(tiny_tokenizer, tmp_path, "algorithm.advantage=gae", f"algorithm.value.critic={layout}",
+           "algorithm.value.lr=1e-2")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert all(r["critic_grad_norm"] > 0 for r in rows)
+    assert rows[0]["value_pred_mean"] == 0.0 and rows[-1]["value_pred_mean"] != 0.0
+    keys = set(load_file(latest_checkpoint(tmp_path) / "critic.safetensors"))
+    assert not any("lora_" in k for k in keys)
+    if layout == "shared":
+        assert keys == {"head.weight", "head.bias"}
+    else:
+        assert "head.weight" in keys and any(k.startswith("backbone.layers.0.") for k in keys)

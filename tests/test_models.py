@@ -76,3 +76,31 @@ def test_bundled_model_converts_once_and_is_trainable(tmp_path):
     mtime = (path / "config.json").stat().st_mtime
     load_policy("smollm2-135m-instruct", cache=tmp_path, with_tokenizer=False)  # second load: no reconversion
     assert (path / "config.json").stat().st_mtime == mtime
+
+
+def test_frozen_copy_feeds_its_lm_head_contiguous_inputs(tiny_tokenizer):
+    """bf16 + no grad + a strided head input made PyTorch's CPU linear allocate GBs (rlvr.models.frozen)."""
+    import copy
+
+    import torch
+
+    from conftest import make_model
+    from rlvr.models.frozen import freeze, frozen_copy
+
+    model = make_model(tiny_tokenizer)
+    frozen = frozen_copy(model, torch.bfloat16)
+    assert all(p.requires_grad for p in model.parameters())  # the original is untouched
+    assert not any(p.requires_grad for p in frozen.parameters()) and not frozen.training
+    assert next(frozen.parameters()).dtype == torch.bfloat16
+    seen = []
+    frozen.get_output_embeddings().register_forward_pre_hook(lambda m, a: seen.append(a[0].is_contiguous()))
+    ids = torch.randint(4, len(tiny_tokenizer), (3, 7))
+    with torch.inference_mode():
+        got = frozen(input_ids=ids, logits_to_keep=1).logits
+        want = copy.deepcopy(model).to(torch.bfloat16)(input_ids=ids, logits_to_keep=1).logits
+    assert seen == [True]  # HF slices the hidden states to the last position: strided without the hook
+    assert torch.allclose(got.float(), want.float(), atol=1e-2)
+    freeze(frozen)  # idempotent: one hook, not two
+    with torch.inference_mode():
+        frozen(input_ids=ids, logits_to_keep=1)
+    assert seen == [True, True]

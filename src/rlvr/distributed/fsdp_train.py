@@ -137,6 +137,7 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
     from rlvr.algorithms import get_advantage_estimator
     from rlvr.config import save_config
     from rlvr.models import load_policy
+    from rlvr.models.frozen import frozen_copy
     from rlvr.rollout import HFEngine, SamplingParams
     from rlvr.rollout.hf import sampler_dtype
     from rlvr.train.batching import collate
@@ -161,12 +162,10 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
     if model is None:
         model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
     model.to(device)
-    sampler_model = copy.deepcopy(model).eval().requires_grad_(False)  # unsharded: generation is per rank
-    if (dt := sampler_dtype(cfg.rollout.dtype)) is not None:
-        sampler_model.to(dt)
+    sampler_model = frozen_copy(model, sampler_dtype(cfg.rollout.dtype))  # unsharded: generation is per rank
     ref_model = None
     if cfg.algorithm.kl_coef > 0:
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        ref_model = frozen_copy(model)
     mesh = make_mesh(device.type)
     shard = dict(mixed_precision=dcfg.mixed_precision, activation_checkpointing=dcfg.activation_checkpointing)
     shard_model(model, mesh, **shard)

@@ -117,7 +117,9 @@ class RolloutWorker:
 
             from rlvr.rollout.hf import HFEngine, sampler_dtype
 
-            model = AutoModelForCausalLM.from_config(spec.model_config).eval().requires_grad_(False)
+            from rlvr.models.frozen import freeze
+
+            model = freeze(AutoModelForCausalLM.from_config(spec.model_config))
             self.model = model
             self.engine = HFEngine(model, spec.tokenizer, batch_size=spec.batch_size,
                                    system_prompt=spec.system_prompt, dtype=sampler_dtype(spec.dtype))

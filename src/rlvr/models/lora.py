@@ -137,7 +137,9 @@ def merged_copy(model, dtype: torch.dtype | None = None):
     plain = copy.deepcopy(model).merge_and_unload()
     if dtype is not None:
         plain = plain.to(dtype)
-    return plain.eval().requires_grad_(False)
+    from rlvr.models.frozen import freeze
+
+    return freeze(plain)
 
 
 @torch.no_grad()

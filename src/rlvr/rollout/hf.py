@@ -106,9 +106,9 @@ class HFEngine:
             # a plain copy holding W + (alpha/r) B A: no adapter branches while decoding
             self.model, self._lora_merged = merged_copy(model, dtype), True
         elif dtype is not None and dtype != next(model.parameters()).dtype:
-            import copy
+            from rlvr.models.frozen import frozen_copy
 
-            self.model = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
+            self.model = frozen_copy(model, dtype)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.system_prompt = system_prompt

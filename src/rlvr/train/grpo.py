@@ -451,9 +451,9 @@ def train(cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, l
         model = apply_lora(model, cfg.model.lora)
     ref_model = None
     if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
-        import copy
+        from rlvr.models.frozen import frozen_copy
 
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        ref_model = frozen_copy(model)
     train_problems, heldout = problems if problems is not None else build_task(cfg.task)
     injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
     verifier = verifier or get_verifier(cfg.reward.verifier)

@@ -49,6 +49,8 @@ METHODS: dict[str, list[str]] = {
     # Schulman et al. 2017 / Ouyang et al. 2022: a learned critic (a copy of the policy's trunk + a value head),
     # GAE (gamma = lam = 1), whitened per-token advantages, clipped value loss; not in the default set
     "ppo": ["algorithm.advantage=gae", "algorithm.loss_agg=token_mean", "algorithm.value.critic=separate"],
+    # the same with a value head on the policy's own last hidden state (no second trunk)
+    "ppo_shared": ["algorithm.advantage=gae", "algorithm.loss_agg=token_mean", "algorithm.value.critic=shared"],
 }
 DEFAULT_METHODS = ["grpo", "drgrpo", "dapo", "rloo", "gspo"]
 
@@ -235,7 +237,7 @@ def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, choices=list(METHODS),
-                    help=f"methods to run (default: {' '.join(DEFAULT_METHODS)}; also: ppo)")
+                    help=f"methods to run (default: {' '.join(DEFAULT_METHODS)}; also: ppo, ppo_shared)")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--budget", type=int, default=256, help="completions generated per run (default 256)")
     ap.add_argument("--every", type=int, default=4, help="held-out eval every N steps (default 4)")

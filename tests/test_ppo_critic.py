@@ -237,3 +237,22 @@ def test_ppo_with_a_lora_policy(tmp_path, tiny_tokenizer, layout):
         assert keys == {"head.weight", "head.bias"}
     else:
         assert "head.weight" in keys and any(k.startswith("backbone.layers.0.") for k in keys)
+
+
+def test_explained_variance_is_nan_when_returns_are_constant():
+    """All-wrong batch: GAE's returns are 0 up to rounding; 1 - Var(R - V)/Var(R) must not explode."""
+    from rlvr.algorithms import ppo_gae_advantages
+    from rlvr.train.grpo import _value_diagnostics
+
+    batch = collate(_samples(), torch.zeros(3), pad_id=0)
+    batch.values = torch.rand(batch.input_ids.shape, generator=torch.Generator().manual_seed(0)) \
+        * batch.completion_mask
+    _, batch.returns = ppo_gae_advantages(torch.zeros(3), batch.values, batch.completion_mask)
+    assert batch.returns.abs().max() < 1e-6  # 0, up to rounding
+    batch.returns = batch.returns + 1e-7 * torch.randn(batch.values.shape) * batch.completion_mask  # as seen in a run
+    d = _value_diagnostics(batch)
+    assert d["value_explained_var"] != d["value_explained_var"]  # NaN
+    batch.returns = batch.values + torch.randn(batch.values.shape, generator=torch.Generator().manual_seed(1)) \
+        * batch.completion_mask
+    d = _value_diagnostics(batch)  # V explains nothing of R - V: about 0 or below, finite
+    assert -10 < d["value_explained_var"] < 1

@@ -366,12 +366,14 @@ def _value_diagnostics(batch: Batch) -> dict[str, float]:
     """How well the critic's values (before this step's update) predicted the returns.
 
     ``value_explained_var = 1 - Var(R - V) / Var(R)`` over completion tokens
-    (1: perfect, 0: no better than a constant, negative: worse).
+    (1: perfect, 0: no better than a constant, negative: worse); NaN when the
+    returns are constant (e.g. every reward 0: GAE then leaves rounding noise
+    of ~1e-8, whose variance must not be divided by).
     """
     m = batch.completion_mask.bool()
     v, r = batch.values[m], batch.returns[m]
-    var_r = r.var() if r.numel() > 1 else torch.tensor(0.0)
-    ev = float(1 - (r - v).var() / var_r) if var_r > 0 else float("nan")
+    var_r = float(r.var()) if r.numel() > 1 else 0.0
+    ev = float(1 - (r - v).var() / var_r) if var_r > 1e-8 else float("nan")
     return {"value_explained_var": ev, "value_pred_mean": float(v.mean()) if v.numel() else 0.0,
             "return_mean": float(r.mean()) if r.numel() else 0.0}
 

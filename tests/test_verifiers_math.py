@@ -142,6 +142,22 @@ def test_adversarial_power_is_cut_off_at_the_time_limit():
     assert v(boxed("(x+1)^2"), "x^2+2x+1").correct  # the worker was restarted
 
 
+def test_sandbox_warm_up_is_start_up_not_call_time():
+    """A fresh worker (first start or after a kill) runs its warm-up before the call's clock starts."""
+    import operator
+
+    from rlvr.verifiers.math.sandbox import Sandbox
+
+    box = Sandbox(warmup=(time.sleep, (1.5,)))
+    try:
+        assert box.call(operator.add, (1, 2), timeout=1.0) == ("ok", 3)
+        assert box.call(time.sleep, (5,), timeout=0.2) == ("timeout", None)  # kills the worker
+        assert box.call(operator.add, (2, 2), timeout=1.0) == ("ok", 4)  # a restarted worker warms up too
+        assert box.restarts == 1
+    finally:
+        box.close()
+
+
 @pytest.mark.parametrize("completion,reference", [
     (None, "3"), (42, "3"), (b"\\boxed{3}", "3"), ("", "3"), ("\\boxed{3}", ""), ("\\boxed{3}", None),
     ("\\boxed{3}", float("nan")), ("\x00\x01\xff\ufffd \\boxed{\\frac{1}{", "2"), ("}}}}{{{{\\boxed{{{", "5"),

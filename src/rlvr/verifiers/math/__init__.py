@@ -39,7 +39,7 @@ def get_sandbox() -> Sandbox:
     """The process-wide worker used for symbolic checks (created on first use)."""
     global _SANDBOX
     if _SANDBOX is None:
-        _SANDBOX = Sandbox()
+        _SANDBOX = Sandbox(warmup=(symbolic_compare, ("(x+1)^2", "x^2+2x+1", 1e-6)))
     return _SANDBOX
 
 

@@ -30,14 +30,23 @@ def mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _worker_main(conn: Any) -> None:
-    """Child loop: receive ``(fn, args)``, send back ``("ok", result)`` or ``("error", message)``."""
+def _worker_main(conn: Any, warmup: tuple[Callable[..., Any], tuple] | None = None) -> None:
+    """Child loop: receive ``(fn, args)``, send back ``("ok", result)`` or ``("error", message)``.
+
+    ``warmup`` (a call made before reporting ready) moves imports and lazy
+    initialisation out of the first timed call.
+    """
     try:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (_MEMORY_LIMIT, _MEMORY_LIMIT))
     except (ImportError, ValueError, OSError):
         pass
+    if warmup is not None:
+        try:
+            warmup[0](*warmup[1])
+        except Exception:  # noqa: BLE001 - a failing warm-up only loses its head start
+            pass
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -54,10 +63,18 @@ def _worker_main(conn: Any) -> None:
 
 
 class Sandbox:
-    """One lazily started worker process; calls are serialised by a lock."""
+    """One lazily started worker process; calls are serialised by a lock.
 
-    def __init__(self, startup_timeout: float = 120.0) -> None:
+    ``warmup``: a ``(fn, args)`` call every new worker makes before it counts as
+    started, e.g. a first symbolic comparison, so that importing sympy and its
+    caches (~0.7 s here) never eats into a call's ``timeout``, after a restart
+    included.
+    """
+
+    def __init__(self, startup_timeout: float = 120.0,
+                 warmup: tuple[Callable[..., Any], tuple] | None = None) -> None:
         self.startup_timeout = startup_timeout
+        self.warmup = warmup
         self._proc: Any = None
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -68,7 +85,7 @@ class Sandbox:
     def _start(self) -> None:
         ctx = mp_context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="rlvr-math-sandbox")
+        proc = ctx.Process(target=_worker_main, args=(child, self.warmup), daemon=True, name="rlvr-math-sandbox")
         proc.start()
         child.close()
         if not parent.poll(self.startup_timeout):

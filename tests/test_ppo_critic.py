@@ -9,7 +9,7 @@ import torch
 
 from rlvr.config import load_config
 from rlvr.models.value_head import build_critic, critic_values
-from rlvr.train.batching import collate, policy_logprobs
+from rlvr.train.batching import collate, completion_start, policy_logprobs
 from rlvr.train.checkpoint import latest_checkpoint
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import TrainingInterrupted, _critic_values, train, update_policy
@@ -63,7 +63,7 @@ def test_hidden_states_of_the_policy_forward_match_the_values_pass(tiny_tokenize
     critic = build_critic(model, "shared")
     _random_head(critic, 1)
     batch = collate(_samples(), torch.zeros(3), pad_id=0)
-    start = int(batch.completion_mask.any(0).nonzero()[0])
+    start = completion_start(batch)
     with torch.no_grad():
         logp, _, hidden = policy_logprobs(model, batch.input_ids, batch.attention_mask, start, return_hidden=True)
         plain, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, start)
@@ -77,7 +77,7 @@ def _ppo_batch(critic, model, cfg, rewards=(1.0, 0.0, 1.0), advantages=None):
     from rlvr.algorithms import ppo_gae_advantages
 
     batch = collate(_samples(), torch.zeros(3), pad_id=0)
-    start = int(batch.completion_mask.any(0).nonzero()[0])
+    start = completion_start(batch)
     with torch.no_grad():  # on-policy old log-probs, so the first epoch has ratio 1
         logp, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, start)
     batch.old_logprobs[:, start:] = logp * batch.completion_mask[:, start:]

@@ -70,7 +70,7 @@ def build_critic(policy: nn.Module, layout: Literal["separate", "shared"] = "sep
         backbone = copy.deepcopy(policy.get_decoder()).train().requires_grad_(True)
     critic = Critic(hidden, backbone)
     param = next(policy.parameters())
-    return critic.to(device=param.device, dtype=param.dtype if param.is_floating_point() else torch.float32)
+    return critic.to(device=param.device, dtype=param.dtype)
 
 
 def critic_values(critic: Critic, policy: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -9,11 +9,13 @@ the LM head on prompt tokens.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Sequence
 
 import torch
 
 from rlvr.algorithms import entropy_from_logits, selective_log_softmax
+from rlvr.models.value_head import lm_head_inputs
 from rlvr.types import Batch, Sample
 
 __all__ = ["collate", "policy_logprobs"]
@@ -61,13 +63,7 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     T = input_ids.shape[1]
     keep = T - start + 1  # logits at positions start-1 .. T-2 predict tokens start .. T-1
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    if return_hidden:
-        from rlvr.models.value_head import lm_head_inputs
-
-        with lm_head_inputs(model) as rec:
-            out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                        use_cache=False, logits_to_keep=keep)
-    else:
+    with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                     use_cache=False, logits_to_keep=keep)
     logits = out.logits[:, :-1, :].float()

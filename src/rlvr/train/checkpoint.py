@@ -58,6 +58,8 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
     ``modules`` are saved as ``<name>.safetensors`` (shared tensors handled by
     ``safetensors.torch.save_model``); their optimizers belong in ``state``.
     """
+    from safetensors.torch import save_model
+
     root = Path(output_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -74,8 +76,6 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp / "model")
         for name, module in (modules or {}).items():
-            from safetensors.torch import save_model
-
             save_model(module, str(tmp / f"{name}.safetensors"))
         torch.save({"optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None},
@@ -112,7 +112,7 @@ def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None,
                     modules: dict[str, torch.nn.Module] | None = None) -> dict[str, Any]:
     """Load weights (in place), optimizer and scheduler state, and ``modules`` saved by
     :func:`save_checkpoint`; return the saved loop state."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, load_model
 
     path = Path(path)
     if not (path / "DONE").is_file():
@@ -132,8 +132,6 @@ def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None,
         if model.config.tie_word_embeddings:
             model.tie_weights()
     for name, module in (modules or {}).items():
-        from safetensors.torch import load_model
-
         f = path / f"{name}.safetensors"
         if not f.is_file():
             raise RuntimeError(f"checkpoint {path} has no {f.name}: it was written by a run without a {name} "

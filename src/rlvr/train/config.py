@@ -238,8 +238,8 @@ class RunConfig:
         if adv not in ADVANTAGE_ESTIMATORS:
             raise ValueError(f"algorithm.advantage: unknown estimator {adv!r}; "
                              f"known: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
-        v = self.algorithm.value
         if adv == "gae":
+            v = self.algorithm.value
             if v.coef <= 0 or v.lr <= 0 or v.warmup_steps < 0 or (v.clip is not None and v.clip <= 0):
                 raise ValueError("algorithm.value: need coef > 0, lr > 0, warmup_steps >= 0 and clip > 0 (or null)")
             unknown = set(self.algorithm.advantage_params) - {"gamma", "lam", "whiten"}

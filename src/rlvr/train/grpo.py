@@ -326,9 +326,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                                 entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
                                 is_weights=is_weights[ci])
             w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
-            if not train_policy:
-                loss = loss.detach()
-            total = loss
+            total = loss  # without gradient under train_policy=False: logp was computed without it
             if critic is not None:  # PPO's value loss, against the GAE returns
                 with amp:
                     values = critic.values_from_hidden(hidden[0]) if shared else \
@@ -338,8 +336,7 @@ def update_policy(model, optimizer, batch: Batch, cfg: RunConfig, ref_model=None
                                        max_len=cfg.rollout.max_new_tokens)
                 total = total + alg.value.coef * vloss
                 m.update(vm, value_loss=vloss.detach())
-            if total.requires_grad:
-                (total * (w * grad_scale)).backward()
+            (total * (w * grad_scale)).backward()
             n_tok = float(mask.sum())
             m = {k: float(v) for k, v in m.items()}
             m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))

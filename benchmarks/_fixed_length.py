@@ -9,6 +9,17 @@ import subprocess
 import sys
 
 
+def add_fixed_length_args(ap, steps: int) -> None:
+    """The options every variant process shares (``run_variants`` passes exactly these on)."""
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--model", default="smollm2-135m-instruct", help="model.name (default: the bundled model)")
+    ap.add_argument("--random-weights", action="store_true",
+                    help="initialise --model's architecture randomly (a directory with config + tokenizer only)")
+
+
 def load_model(args):
     """The bundled model, or (``--random-weights``) its architecture freshly initialised from a
     directory holding only config + tokenizer: the same work per step for fixed-length rollouts."""

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _fixed_length import fixed_length_overrides, load_model, run_variants  # noqa: E402
+from _fixed_length import add_fixed_length_args, fixed_length_overrides, load_model, run_variants  # noqa: E402
 
 VARIANTS = {
     "sync-2proc": ["train.rollout_worker=true", "train.async_steps=0", "train.threads=1"],
@@ -77,14 +77,8 @@ def run_variant(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--prompts", type=int, default=2)
-    ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--new-tokens", type=int, default=32)
+    add_fixed_length_args(ap, steps=5)
     ap.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
-    ap.add_argument("--model", default="smollm2-135m-instruct", help="model.name (default: the bundled model)")
-    ap.add_argument("--random-weights", action="store_true",
-                    help="initialise --model's architecture randomly (a directory with config + tokenizer only)")
     args = ap.parse_args()
     if args.variant:
         print(json.dumps(run_variant(args)))

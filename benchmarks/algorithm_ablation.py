@@ -91,6 +91,25 @@ def run_one(method: str, seed: int, budget: int, every: int, out: Path, override
     return run_dir
 
 
+def _child(method: str, seed: int, budget: int, every: int, out: Path, threads: int) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    run_one(method, seed, budget, every, out)
+
+
+def _run_in_child(method: str, seed: int, budget: int, every: int, out: Path, threads: int) -> None:
+    """``run_one`` in a fresh process, so that each run's peak RSS (a process high-water mark) is its own."""
+    import multiprocessing as mp
+
+    proc = mp.get_context("spawn").Process(target=_child, args=(method, seed, budget, every, out, threads))
+    proc.start()
+    proc.join()
+    if proc.exitcode:
+        raise SystemExit(f"{method} seed {seed} failed (exit code {proc.exitcode})")
+
+
 def initial_accuracy(out: Path) -> dict:
     """Greedy held-out accuracy of the untrained model (shared by every run: same problems, greedy)."""
     path = out / "initial.json"
@@ -122,6 +141,15 @@ def _rows(run_dir: Path) -> list[dict]:
 
     path = run_dir / "heldout.jsonl"
     return read_metrics(path) if path.is_file() else []  # a run not made (yet)
+
+
+def _peak_rss_mb(run_dir: Path) -> float | None:
+    """The run's peak resident memory (the last metrics row holds the process's high-water mark)."""
+    from rlvr.train.metrics import read_metrics
+
+    path = run_dir / "metrics.jsonl"
+    rows = read_metrics(path) if path.is_file() else []
+    return rows[-1].get("peak_rss_mb") if rows else None
 
 
 def two_level_bootstrap(per_seed: np.ndarray, n_boot: int = 4000, seed: int = 0) -> tuple[float, float]:
@@ -158,7 +186,7 @@ def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, init
     summary: dict = {"budget": budget, "seeds": seeds, "initial_accuracy": initial["accuracy"], "methods": {}}
     finals: dict[str, np.ndarray] = {}
     for m in methods:
-        curves, per_seed, secs = [], [], []
+        curves, per_seed, secs, rss = [], [], [], []
         for s in seeds:
             run_dir = out / "runs" / f"{m}-s{s}"
             rows = _rows(run_dir)
@@ -167,6 +195,7 @@ def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, init
             curves.append([(0, initial["accuracy"])] + [(r["rollouts"], r["heldout_accuracy"]) for r in rows])
             per_seed.append(rows[-1]["heldout_per_problem"])
             secs.append(float((run_dir / "DONE").read_text()) if (run_dir / "DONE").is_file() else None)
+            rss.append(_peak_rss_mb(run_dir))
         if not per_seed:
             continue
         mat = np.asarray(per_seed, dtype=float)
@@ -174,7 +203,7 @@ def summarise(out: Path, methods: list[str], seeds: list[int], budget: int, init
         lo, hi = two_level_bootstrap(mat)
         summary["methods"][m] = {"final_accuracy": float(mat.mean()), "ci_low": lo, "ci_high": hi,
                                  "per_seed": [float(x) for x in mat.mean(1)], "curves": curves,
-                                 "seconds_per_run": secs, "overrides": specs[m]}
+                                 "seconds_per_run": secs, "peak_rss_mb": rss, "overrides": specs[m]}
     summary["anchor"] = anchor
     if anchor in finals:
         for m, mat in finals.items():
@@ -218,15 +247,24 @@ def write_outputs(out: Path, summary: dict, title: str | None = None) -> None:
     fig.savefig(out / "curves.png", dpi=130)
 
     anchor = summary.get("anchor", "grpo")
-    lines = [f"| method | held-out accuracy at budget (95% CI) | per seed | vs {anchor} (95% CI) | minutes per run |",
-             "| --- | --- | --- | --- | --- |"]
+    def mean_of(r: dict, key: str) -> float | None:
+        xs = [x for x in r.get(key, []) if x]
+        return float(np.mean(xs)) if xs else None
+
+    lines = [f"| method | held-out accuracy at budget (95% CI) | per seed | vs {anchor} (95% CI) | minutes per run "
+             f"| time vs {anchor} | peak RSS GB | RSS vs {anchor} |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    base = summary["methods"].get(anchor, {})
     for m, r in summary["methods"].items():
         vs = r.get("vs_anchor")
         vs_s = "—" if vs is None else f"{vs['diff']:+.1%} [{vs['ci_low']:+.1%}, {vs['ci_high']:+.1%}]"
-        secs = [s for s in r["seconds_per_run"] if s]
-        mins = f"{np.mean(secs) / 60:.1f}" if secs else "?"
+        secs, rss = mean_of(r, "seconds_per_run"), mean_of(r, "peak_rss_mb")
+        secs0, rss0 = mean_of(base, "seconds_per_run"), mean_of(base, "peak_rss_mb")
+        ratio = (lambda a, b: f"{a / b:.2f}x" if a and b else "?")
         lines.append(f"| {m} | {r['final_accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] | "
-                     f"{', '.join(f'{x:.1%}' for x in r['per_seed'])} | {vs_s} | {mins} |")
+                     f"{', '.join(f'{x:.1%}' for x in r['per_seed'])} | {vs_s} | "
+                     f"{f'{secs / 60:.1f}' if secs else '?'} | {ratio(secs, secs0)} | "
+                     f"{f'{rss / 1024:.1f}' if rss else '?'} | {ratio(rss, rss0)} |")
     lines.append(f"\nInitial model: {summary['initial_accuracy']:.1%}. Budget: {summary['budget']} completions "
                  f"per run. Seeds: {summary['seeds']}.")
     (out / "table.md").write_text("\n".join(lines) + "\n")
@@ -259,7 +297,7 @@ def main() -> None:
         jobs = [(seed, m) for seed in args.seeds for m in args.methods]  # seed-major: a partial run covers all
         for seed, m in jobs[shard::n_shards]:
             t = time.perf_counter()
-            run_one(m, seed, args.budget, args.every, args.out)
+            _run_in_child(m, seed, args.budget, args.every, args.out, args.threads)
             print(f"[{time.perf_counter() - t0:7.0f}s] {m} seed {seed}: {time.perf_counter() - t:.0f}s", flush=True)
         if n_shards > 1:
             return  # summarise once every shard is done

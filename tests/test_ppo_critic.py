@@ -192,6 +192,17 @@ def test_resuming_a_grpo_checkpoint_as_ppo_names_the_missing_critic(tmp_path, ti
         _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae")
 
 
+def test_resuming_with_a_damaged_or_mismatched_critic_names_the_file(tmp_path, tiny_tokenizer):
+    _run(tiny_tokenizer, tmp_path, "train.steps=2", "algorithm.advantage=gae", "algorithm.value.critic=separate")
+    with pytest.raises(RuntimeError, match="critic.safetensors.*algorithm.value.critic"):  # a head-only critic
+        _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae",
+             "algorithm.value.critic=shared")
+    (latest_checkpoint(tmp_path) / "critic.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(RuntimeError, match="cannot load critic.safetensors"):
+        _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae")
+    assert latest_checkpoint(tmp_path).name == "step-000002"  # nothing was overwritten
+
+
 def test_kl_in_reward_is_subtracted_per_token_under_ppo(tmp_path, tiny_tokenizer):
     _run(tiny_tokenizer, tmp_path, "train.steps=2", "algorithm.advantage=gae", "algorithm.kl_coef=0.1",
          "algorithm.kl_in_reward=true")

@@ -136,7 +136,11 @@ def load_checkpoint(path: str | Path, model, optimizer=None, scheduler=None,
         if not f.is_file():
             raise RuntimeError(f"checkpoint {path} has no {f.name}: it was written by a run without a {name} "
                                f"(e.g. not algorithm.advantage=gae), so this run cannot resume from it")
-        load_model(module, str(f), device=str(next(module.parameters()).device))
+        try:
+            load_model(module, str(f), device=str(next(module.parameters()).device))
+        except Exception as e:  # a damaged file, or one written for a differently shaped module
+            raise RuntimeError(f"checkpoint {path}: cannot load {f.name} into this run's {name} (written with "
+                               f"other settings, e.g. algorithm.value.critic, or damaged): {e}"[:600]) from e
     opt = torch.load(path / "optimizer.pt", weights_only=False)
     if optimizer is not None:
         optimizer.load_state_dict(opt["optimizer"])

@@ -73,8 +73,8 @@ def run_one(method: str, seed: int, budget: int, every: int, out: Path, override
     ``overrides`` replaces ``METHODS[method]`` (other experiments reuse this runner).
     """
     from rlvr.config import load_config
-    from rlvr.train.config import RunConfig
-    from rlvr.train.grpo import train
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import train
 
     run_dir = out / "runs" / f"{method}-s{seed}"
     if (run_dir / "DONE").is_file():
@@ -118,10 +118,10 @@ def initial_accuracy(out: Path) -> dict:
     from rlvr.config import load_config
     from rlvr.evaluate.accuracy import evaluate_accuracy
     from rlvr.models import load_policy
-    from rlvr.rollout import HFEngine
-    from rlvr.rollout.hf import sampler_dtype
-    from rlvr.train.config import RunConfig
-    from rlvr.train.data import build_task
+    from rlvr.engines import HFEngine
+    from rlvr.engines.hf import sampler_dtype
+    from rlvr.recipes.config import RunConfig
+    from rlvr.tasks.sampler import build_task
     from rlvr.verifiers import get_verifier
 
     cfg = load_config(RunConfig, None, BASE)
@@ -137,7 +137,7 @@ def initial_accuracy(out: Path) -> dict:
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    from rlvr.train.metrics import read_metrics
+    from rlvr.learner.metrics import read_metrics
 
     path = run_dir / "heldout.jsonl"
     return read_metrics(path) if path.is_file() else []  # a run not made (yet)
@@ -145,7 +145,7 @@ def _rows(run_dir: Path) -> list[dict]:
 
 def _peak_rss_mb(run_dir: Path) -> float | None:
     """The run's peak resident memory (the last metrics row holds the process's high-water mark)."""
-    from rlvr.train.metrics import read_metrics
+    from rlvr.learner.metrics import read_metrics
 
     path = run_dir / "metrics.jsonl"
     rows = read_metrics(path) if path.is_file() else []

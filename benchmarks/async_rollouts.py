@@ -47,10 +47,10 @@ VARIANTS = {
 
 def run_variant(args) -> dict:
     from rlvr.config import load_config
-    from rlvr.train.config import RunConfig
-    from rlvr.train.data import build_task
-    from rlvr.train.grpo import train
-    from rlvr.train.metrics import read_metrics
+    from rlvr.recipes.config import RunConfig
+    from rlvr.tasks.sampler import build_task
+    from rlvr.recipes.rl import train
+    from rlvr.learner.metrics import read_metrics
 
     with tempfile.TemporaryDirectory() as out:
         overrides = [*fixed_length_overrides(args, out), "algorithm.is_correction=tis", *VARIANTS[args.variant]]

@@ -6,9 +6,9 @@ of the bundled SmolLM2 tokenizer).  Random weights never emit EOS, so every
 completion runs to ``--new-tokens`` (EOS ignored), which makes the token counts
 exact.  Two measurements, each with an anchor from the same run:
 
-1. rollout tokens/s of ``rlvr.rollout.HFEngine`` (bf16, shared prefill, pre-allocated
+1. rollout tokens/s of ``rlvr.engines.HFEngine`` (bf16, shared prefill, pre-allocated
    KV cache) vs ``model.generate`` on the same prompts, group size and length;
-2. seconds per GRPO step of ``rlvr.train.grpo.train`` (bf16 sampler copy, learner
+2. seconds per GRPO step of ``rlvr.recipes.rl.train`` (bf16 sampler copy, learner
    with bf16 autocast over fp32 master weights, AdamW), with its split into
    generate / verify / learn and the peak GPU memory.
 
@@ -52,8 +52,8 @@ def sync():
 
 
 def rollout_throughput(model, tok, args) -> dict:
-    from rlvr.rollout import HFEngine, SamplingParams
-    from rlvr.rollout.hf import format_prompt
+    from rlvr.engines import HFEngine, SamplingParams
+    from rlvr.engines.hf import format_prompt
 
     probs = problems(args.prompts)
     rows = args.prompts * args.group
@@ -99,9 +99,9 @@ def rollout_throughput(model, tok, args) -> dict:
 
 def grpo_steps(model, tok, args) -> dict:
     from rlvr.config import load_config
-    from rlvr.train.config import RunConfig
-    from rlvr.train.grpo import train
-    from rlvr.train.metrics import read_metrics
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import train
+    from rlvr.learner.metrics import read_metrics
     from rlvr.types import Verdict
 
     def digit_fraction(completion: str, reference: str) -> Verdict:  # dense: every group has variance

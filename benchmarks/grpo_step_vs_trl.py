@@ -75,8 +75,8 @@ def time_trl(model_path: str, args) -> list[float]:
 def time_rlvr(model_path: str, args) -> list[float]:
     from rlvr.config import load_config
     from rlvr.models import load_policy
-    from rlvr.train.config import RunConfig
-    from rlvr.train.grpo import train
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import train
     from rlvr.types import Problem, Verdict
 
     model, tok = load_policy(model_path)

@@ -31,11 +31,11 @@ def run_variant(args) -> dict:
     import torch
 
     from rlvr.config import load_config
-    from rlvr.train.accounting import peak_rss_mb
-    from rlvr.train.config import RunConfig
-    from rlvr.train.data import build_task
-    from rlvr.train.grpo import train
-    from rlvr.train.metrics import read_metrics
+    from rlvr.utils.accounting import peak_rss_mb
+    from rlvr.recipes.config import RunConfig
+    from rlvr.tasks.sampler import build_task
+    from rlvr.recipes.rl import train
+    from rlvr.learner.metrics import read_metrics
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as out:

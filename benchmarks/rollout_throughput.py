@@ -48,8 +48,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from rlvr.models import load_policy
-    from rlvr.rollout import HFEngine, SamplingParams
-    from rlvr.rollout.hf import format_prompt
+    from rlvr.engines import HFEngine, SamplingParams
+    from rlvr.engines.hf import format_prompt
     from rlvr.tasks import ArithmeticSpec, arithmetic_split
 
     base, tok = load_policy(args.model)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rlvr.train import accounting
-from rlvr.train.accounting import StepAccounting
+from rlvr.utils.accounting import StepAccounting
 
 
 class FakeClock:
@@ -87,7 +87,7 @@ def test_peak_rss_grows_with_a_large_allocation():
     # A fresh small process; Linux carries the forking parent's high-water mark across exec,
     # so allocate more than that mark to be sure the peak must move.
     code = textwrap.dedent("""
-        from rlvr.train.accounting import StepAccounting, peak_rss_mb
+        from rlvr.utils.accounting import StepAccounting, peak_rss_mb
         before = peak_rss_mb()
         block = bytearray(int(before + 200) * 1024 * 1024)
         for i in range(0, len(block), 4096):

@@ -10,7 +10,6 @@ import torch
 
 from rlvr.algorithms import (
     ADVANTAGE_ESTIMATORS,
-    ESTIMATOR_EXTRA_INPUTS,
     entropy_guided_advantages,
     gae_advantages,
     get_advantage_estimator,
@@ -216,11 +215,13 @@ def test_value_loss_by_hand_and_gradient():
 
 # --------------------------------------------------------------------------- registry
 def test_registry_names_extra_inputs_and_binding():
-    assert set(ESTIMATOR_EXTRA_INPUTS) <= set(ADVANTAGE_ESTIMATORS)
+    assert ADVANTAGE_ESTIMATORS.entry("entropy_guided").needs == {"entropy", "mask"}
+    assert ADVANTAGE_ESTIMATORS.entry("gae").needs == {"values", "mask"}
+    assert ADVANTAGE_ESTIMATORS.entry("reinforce_pp").inputs == {"mask", "kl"}
     r = T([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
     needs_params = {"noisy_backward": dict(rho0=0.1, rho1=0.2), "noisy_forward": dict(rho1=0.2)}
     for name in ADVANTAGE_ESTIMATORS:
-        if name in ESTIMATOR_EXTRA_INPUTS and not all(x.endswith("?") for x in ESTIMATOR_EXTRA_INPUTS[name]):
+        if ADVANTAGE_ESTIMATORS.entry(name).needs:
             continue
         a = get_advantage_estimator(name, **needs_params.get(name, {}))(r, 4)
         assert a.shape == (8,) and torch.isfinite(a).all(), name

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from rlvr.config import ConfigError, load_config
-from rlvr.rollout import SamplingParams
-from rlvr.train.async_rollouts import AsyncRollouts, pack_weights, required_version, trainable_names, unpack_weights
-from rlvr.train.checkpoint import latest_checkpoint
-from rlvr.train.config import RunConfig
-from rlvr.train.grpo import TrainingInterrupted, train
-from rlvr.train.metrics import read_metrics
+from rlvr.engines import SamplingParams
+from rlvr.rollout.async_rollouts import AsyncRollouts, pack_weights, required_version, trainable_names, unpack_weights
+from rlvr.learner.checkpoint import latest_checkpoint
+from rlvr.recipes.config import RunConfig
+from rlvr.recipes.rl import TrainingInterrupted, train
+from rlvr.learner.metrics import read_metrics
 from rlvr.types import Problem, Verdict
 
 from conftest import make_model
@@ -83,7 +83,7 @@ def test_every_prompt_once_and_staleness_at_most_k(tmp_path, tiny_tokenizer, k=2
 
 
 def _order(problems, seed):
-    from rlvr.train.data import PromptSampler
+    from rlvr.tasks.sampler import PromptSampler
 
     return PromptSampler(problems, seed=seed).next(len(problems))
 

@@ -24,8 +24,8 @@ from conftest import close, make_model
 from rlvr.config import load_config
 from rlvr.distributed.ray_backend import (RAY_MISSING, EngineSpec, RolloutWorker, check_groups, import_ray,
                                           shard_bounds)
-from rlvr.rollout import HFEngine, SamplingParams
-from rlvr.train.config import RunConfig
+from rlvr.engines import HFEngine, SamplingParams
+from rlvr.recipes.config import RunConfig
 from rlvr.types import Problem, Sample
 
 
@@ -63,7 +63,7 @@ def test_missing_ray_error_names_the_extra(monkeypatch):
 
 
 def test_default_path_imports_neither_ray_nor_vllm():
-    code = ("import sys, rlvr.train.grpo, rlvr.rollout, rlvr.cli; "
+    code = ("import sys, rlvr.recipes.rl, rlvr.rollout, rlvr.cli; "
             "bad = [m for m in ('ray', 'vllm') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=900)  # generous: shared, loaded CI machines
 
@@ -204,8 +204,8 @@ def test_worker_deaths_lose_and_duplicate_nothing(cluster, flaky, tiny_tokenizer
 
 
 def test_grpo_trains_end_to_end_on_two_ray_rollout_workers(cluster, tiny_tokenizer, tmp_path):
-    from rlvr.train.grpo import train
-    from rlvr.train.metrics import read_metrics
+    from rlvr.recipes.rl import train
+    from rlvr.learner.metrics import read_metrics
     from test_train import _cfg, _problems, parity_verifier
 
     model = make_model(tiny_tokenizer)
@@ -227,9 +227,9 @@ def test_grpo_trains_end_to_end_on_two_ray_rollout_workers(cluster, tiny_tokeniz
 def test_learner_actor_placed_with_its_rollout_workers(cluster, tiny_tokenizer, tmp_path):
     """distributed.learner=actor: the recipe runs in a Ray actor (bundle 0), rollout workers in bundles 1..2."""
     import test_train
-    from rlvr.train.checkpoint import latest_checkpoint
-    from rlvr.train.grpo import train
-    from rlvr.train.metrics import read_metrics
+    from rlvr.learner.checkpoint import latest_checkpoint
+    from rlvr.recipes.rl import train
+    from rlvr.learner.metrics import read_metrics
 
     ray = cluster
 

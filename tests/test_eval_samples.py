@@ -19,7 +19,7 @@ from rlvr.evaluate.samples import (
     task_fingerprint,
     voting_key,
 )
-from rlvr.rollout import HFEngine
+from rlvr.engines import HFEngine
 from rlvr.types import Problem
 
 
@@ -152,7 +152,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, tiny_model, tiny_t
     text = part.read_text()
     part.write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])  # kill mid-way through p2's line
     assert [r.id for r in read_samples(part)[1]] == ["p0", "p1"]
-    engine.generate(probs[:2], __import__("rlvr.rollout.base", fromlist=["x"]).SamplingParams(n=2, seed=99))
+    engine.generate(probs[:2], __import__("rlvr.engines.base", fromlist=["x"]).SamplingParams(n=2, seed=99))
     resumed = generate_samples(engine, probs, header, part, progress=False)
     assert [r.to_dict() for r in resumed] == [r.to_dict() for r in ref]
     assert read_samples(part)[1] == read_samples(full)[1]

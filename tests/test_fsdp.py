@@ -27,8 +27,8 @@ pytest.importorskip("torch.distributed.fsdp")
 import torch.distributed as dist  # noqa: E402
 
 from conftest import make_model, make_tokenizer  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.grpo import update_policy  # noqa: E402
+from rlvr.recipes.config import RunConfig  # noqa: E402
+from rlvr.learner.update import update_policy  # noqa: E402
 from rlvr.types import Batch  # noqa: E402
 
 if not dist.is_available() or not dist.is_gloo_available():
@@ -36,7 +36,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 TOL = 2e-6
 # importable without this file's sys.path (Python 3.11's forkserver ignores the parent's sys.path)
-_PRELOAD = ["rlvr.train.grpo", "transformers.models.llama.modeling_llama", "torch.distributed.fsdp",
+_PRELOAD = ["rlvr.recipes.rl", "transformers.models.llama.modeling_llama", "torch.distributed.fsdp",
             "torch.distributed.checkpoint"]
 
 
@@ -178,7 +178,7 @@ def _full_optim_state(model, opt) -> dict:
 
 def _worker_save(rank, world, cfg, batch, out_dir, ref_path):
     from rlvr.distributed.sharded_checkpoint import export_full_state_dict, save_checkpoint_sharded
-    from rlvr.train.grpo import make_scheduler
+    from rlvr.learner.update import make_scheduler
 
     model, opt, _, _ = _sharded_step(rank, world, cfg, batch)
     sched = make_scheduler(opt, cfg)
@@ -196,8 +196,8 @@ def test_checkpoint_saved_on_two_ranks_loads_in_one_process(tmp_path):
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     from rlvr.distributed.sharded_checkpoint import load_checkpoint_sharded
-    from rlvr.train.checkpoint import latest_checkpoint
-    from rlvr.train.grpo import make_scheduler
+    from rlvr.learner.checkpoint import latest_checkpoint
+    from rlvr.learner.update import make_scheduler
 
     cfg, batch = _cfg(), _batch()
     _spawn(tmp_path, 2, _worker_save, cfg, batch, tmp_path / "run", tmp_path / "ref.pt")
@@ -308,7 +308,7 @@ def _recipe_cfg(out: Path, *extra: str) -> RunConfig:
 
 
 def _worker_recipe(rank, world, out, extra):
-    from rlvr.train.grpo import train
+    from rlvr.recipes.rl import train
     from rlvr.types import Problem
 
     problems = [Problem(id=f"t{i}", prompt=f"What is {i} + {i + 1}?", answer=str(2 * i + 1)) for i in range(10)]
@@ -321,8 +321,8 @@ def _worker_recipe(rank, world, out, extra):
 def test_recipe_runs_on_two_ranks_and_resumes_on_one(tmp_path):
     """rlvr train with distributed.fsdp=true: 2 steps on 2 gloo ranks, then step 3 resumed in 1 rank."""
     from rlvr.models import load_policy
-    from rlvr.train.checkpoint import latest_checkpoint
-    from rlvr.train.metrics import read_metrics
+    from rlvr.learner.checkpoint import latest_checkpoint
+    from rlvr.learner.metrics import read_metrics
 
     out = tmp_path / "run"
     _spawn(tmp_path, 2, _worker_recipe, out, ())

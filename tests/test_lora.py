@@ -12,8 +12,8 @@ pytest.importorskip("peft", reason="LoRA tests need the lora extra (pip install 
 
 from rlvr.models.lora import (LLAMA_TARGET_MODULES, LoraSettings, MissingExtraError, apply_lora,  # noqa: E402
                               copy_merged_into, is_lora_model, merged_copy, merged_weights, require_peft)
-from rlvr.rollout import HFEngine, SamplingParams  # noqa: E402
-from rlvr.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
+from rlvr.engines import HFEngine, SamplingParams  # noqa: E402
+from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from rlvr.types import Problem  # noqa: E402
 
 from conftest import make_model  # noqa: E402
@@ -173,8 +173,8 @@ def _parity(completion: str, reference: str):
 
 def _train(tok, out, *extra, on_step=None):
     from rlvr.config import load_config
-    from rlvr.train.config import RunConfig
-    from rlvr.train.grpo import train
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import train
 
     cfg = load_config(RunConfig, None, [
         f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
@@ -192,8 +192,8 @@ def _adapters(model):
 
 
 def test_lora_recipe_trains_adapters_only_and_resumes_exactly(tmp_path, tiny_tokenizer):
-    from rlvr.train.grpo import TrainingInterrupted
-    from rlvr.train.metrics import read_metrics
+    from rlvr.recipes.rl import TrainingInterrupted
+    from rlvr.learner.metrics import read_metrics
 
     original = make_model(tiny_tokenizer).state_dict()
     base, summary = _train(tiny_tokenizer, tmp_path / "full")
@@ -240,7 +240,7 @@ def test_lora_with_a_rollout_process_sends_adapters_only(tmp_path, tiny_tokenize
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU path)")
 def test_lora_recipe_on_cuda(tmp_path, tiny_tokenizer):
-    from rlvr.train.metrics import read_metrics
+    from rlvr.learner.metrics import read_metrics
 
     base, _ = _train(tiny_tokenizer, tmp_path, "model.device=cuda", "rollout.dtype=bfloat16", "train.save_every=0")
     assert next(base.parameters()).device.type == "cuda"

@@ -9,11 +9,12 @@ import torch
 
 from rlvr.config import load_config
 from rlvr.models.value_head import build_critic, critic_values
-from rlvr.train.batching import collate, completion_start, policy_logprobs
-from rlvr.train.checkpoint import latest_checkpoint
-from rlvr.train.config import RunConfig
-from rlvr.train.grpo import TrainingInterrupted, _critic_values, train, update_policy
-from rlvr.train.metrics import read_metrics
+from rlvr.learner.batching import collate, completion_start, policy_logprobs
+from rlvr.learner.checkpoint import latest_checkpoint
+from rlvr.recipes.config import RunConfig
+from rlvr.learner.update import critic_value_pass as _critic_values, update_policy
+from rlvr.recipes.rl import TrainingInterrupted, train
+from rlvr.learner.metrics import read_metrics
 from rlvr.types import Sample
 
 from conftest import make_model
@@ -80,7 +81,7 @@ def _ppo_batch(critic, model, cfg, rewards=(1.0, 0.0, 1.0), advantages=None):
     start = completion_start(batch)
     with torch.no_grad():  # on-policy old log-probs, so the first epoch has ratio 1
         logp, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, start)
-    batch.old_logprobs[:, start:] = logp * batch.completion_mask[:, start:]
+    batch.sampler_logprobs[:, start:] = logp * batch.completion_mask[:, start:]
     batch.values = _critic_values(critic, model, batch, cfg, CPU)
     adv, batch.returns = ppo_gae_advantages(torch.tensor(rewards), batch.values, batch.completion_mask, lam=0.9)
     batch.advantages = adv if advantages is None else advantages
@@ -253,7 +254,7 @@ def test_ppo_with_a_lora_policy(tmp_path, tiny_tokenizer, layout):
 def test_explained_variance_is_nan_when_returns_are_constant():
     """All-wrong batch: GAE's returns are 0 up to rounding; 1 - Var(R - V)/Var(R) must not explode."""
     from rlvr.algorithms import ppo_gae_advantages
-    from rlvr.train.grpo import _value_diagnostics
+    from rlvr.learner.update import value_diagnostics as _value_diagnostics
 
     batch = collate(_samples(), torch.zeros(3), pad_id=0)
     batch.values = torch.rand(batch.input_ids.shape, generator=torch.Generator().manual_seed(0)) \

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from rlvr.rollout import HFEngine, SamplingParams, format_prompt
-from rlvr.rollout.kv_cache import PreallocatedCache
+from rlvr.engines import HFEngine, SamplingParams, format_prompt
+from rlvr.engines.kv_cache import PreallocatedCache
 from rlvr.types import Problem
 
 PROBLEMS = [Problem(id="a", prompt="What is 2 + 3?", answer="5"),
@@ -116,7 +116,7 @@ def test_sampling_params_validation():
 
 
 def test_top_p_keeps_only_the_nucleus(tiny_model, tiny_tokenizer):
-    from rlvr.rollout.hf import _top_p_filter
+    from rlvr.engines.hf import _top_p_filter
 
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     kept = torch.isfinite(_top_p_filter(logits, 0.7))
@@ -126,7 +126,7 @@ def test_top_p_keeps_only_the_nucleus(tiny_model, tiny_tokenizer):
 
 
 def test_sample_categorical_matches_the_distribution():
-    from rlvr.rollout.hf import sample_categorical
+    from rlvr.engines.hf import sample_categorical
 
     p = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0])
     g = torch.Generator().manual_seed(0)
@@ -141,7 +141,7 @@ def test_sample_categorical_matches_the_distribution():
 
 
 def test_sample_categorical_never_overruns_when_u_rounds_up(monkeypatch):
-    from rlvr.rollout import hf
+    from rlvr.engines import hf
 
     monkeypatch.setattr(hf.torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
     p = torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0]])

@@ -23,8 +23,8 @@ import pytest
 import torch
 
 from conftest import close, make_model, make_tokenizer
-from rlvr.rollout import HFEngine, SamplingParams, format_prompt
-from rlvr.rollout.vllm import (VLLM_MISSING, VLLMEngine, completion_text, group_completions, import_vllm,
+from rlvr.engines import HFEngine, SamplingParams, format_prompt
+from rlvr.engines.vllm import (VLLM_MISSING, VLLMEngine, completion_text, group_completions, import_vllm,
                                outputs_to_samples, vllm_sampling_kwargs)
 from rlvr.types import Problem
 
@@ -194,8 +194,8 @@ def test_sleep_between_steps(tiny_tokenizer):
 
 def test_make_engine_picks_the_configured_engine(monkeypatch, tiny_tokenizer):
     from rlvr.config import load_config
-    from rlvr.rollout import make_engine
-    from rlvr.train.config import RunConfig
+    from rlvr.distributed.engine_factory import make_engine
+    from rlvr.recipes.config import RunConfig
 
     model = make_model(tiny_tokenizer)
     eng = make_engine(load_config(RunConfig, None, ["rollout.batch_size=7"]), model, tiny_tokenizer)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.rollout import HFEngine
-from rlvr.rollout.base import SamplingParams
+from rlvr.engines import HFEngine
+from rlvr.engines.base import SamplingParams
 from rlvr.search.beam import BeamConfig, beam_search, beam_search_many
 from rlvr.types import Problem, Sample
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from rlvr.config import load_config
-from rlvr.train.checkpoint import latest_checkpoint
-from rlvr.train.config import RunConfig
-from rlvr.train.grpo import TrainingInterrupted, train
-from rlvr.train.metrics import read_metrics
+from rlvr.learner.checkpoint import latest_checkpoint
+from rlvr.recipes.config import RunConfig
+from rlvr.recipes.rl import TrainingInterrupted, train
+from rlvr.learner.metrics import read_metrics
 from rlvr.types import Problem, Verdict
 
 from conftest import make_model
@@ -283,7 +283,7 @@ def test_rollout_budget_counts_every_dynamic_sampling_round(tmp_path, tiny_token
 
 
 def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokenizer, monkeypatch):
-    import rlvr.train.grpo as grpo
+    import rlvr.recipes.rl as grpo
 
     problems = _problems(6, "t")  # answers 1, 3, 5, 7, 9, 11
     always = {"t0", "t3"}  # answers 1 and 7: always right, pass rate 1.0 > difficulty_high after one sight
@@ -292,14 +292,14 @@ def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokeniz
         return Verdict(1.0 if reference in {"1", "7"} or len(completion) % 2 == 0 else 0.0, None, "")
 
     seen: list[str] = []
-    orig = grpo._collect_rollouts
+    orig = grpo.collect_rollouts
 
     def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None, **kw):
         out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter, **kw)
         seen.extend(s.problem_id for s in out[0][:: params.n])
         return out
 
-    monkeypatch.setattr(grpo, "_collect_rollouts", spy)
+    monkeypatch.setattr(grpo, "collect_rollouts", spy)
     cfg = _cfg(tmp_path, "train.steps=6", "algorithm.difficulty_filter=true", "algorithm.difficulty_high=0.9",
                "eval.before_training=false", "eval.after_training=false")
     train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(problems, []),
@@ -358,8 +358,8 @@ def test_entropy_guided_advantages_teach_from_zero_variance_groups(tmp_path, tin
 
 
 def test_policy_entropy_is_aligned_with_completion_tokens(tiny_tokenizer):
-    from rlvr.train.batching import collate
-    from rlvr.train.grpo import _policy_entropy
+    from rlvr.learner.batching import collate
+    from rlvr.learner.update import policy_entropy as _policy_entropy
     from rlvr.types import Sample
 
     model = make_model(tiny_tokenizer).eval()

@@ -149,7 +149,7 @@ def test_judge_needs_an_engine():
 
 
 def test_plumbing_with_tiny_model(tiny_model, tiny_tokenizer):
-    from rlvr.rollout import HFEngine
+    from rlvr.engines import HFEngine
 
     judge = ModelJudge(HFEngine(tiny_model, tiny_tokenizer, batch_size=4), max_new_tokens=4)
     v = judge("It is 42", REF)
@@ -162,7 +162,7 @@ def test_plumbing_with_tiny_model(tiny_model, tiny_tokenizer):
 @pytest.mark.slow
 def test_judge_with_bundled_model():
     from rlvr.models import load_policy
-    from rlvr.rollout import HFEngine
+    from rlvr.engines import HFEngine
 
     model, tokenizer = load_policy("smollm2-135m-instruct")
     judge = ModelJudge(HFEngine(model, tokenizer, batch_size=4))

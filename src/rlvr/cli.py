@@ -25,7 +25,7 @@ __all__ = ["main"]
 
 def _config_help() -> str:
     from rlvr.config import describe_config
-    from rlvr.train.config import RunConfig
+    from rlvr.recipes.config import RunConfig
 
     return "config keys (override as key=value):\n" + describe_config(RunConfig)
 
@@ -37,7 +37,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _load(args: list[str]):
     from rlvr.config import load_config
-    from rlvr.train.config import RunConfig
+    from rlvr.recipes.config import RunConfig
 
     path = None
     if args and "=" not in args[0]:
@@ -48,7 +48,7 @@ def _load(args: list[str]):
 
 
 def _cmd_train(ns) -> int:
-    from rlvr.train.grpo import TrainingInterrupted, train
+    from rlvr.recipes.rl import TrainingInterrupted, train
 
     overrides = list(ns.args)
     if ns.resume:
@@ -83,7 +83,7 @@ def _cmd_eval(ns) -> int:
             problems = load_problems(task, ns.path or cfg.task.path, prompt_field=ns.prompt_field or cfg.task.prompt_field,
                                      answer_field=ns.answer_field or cfg.task.answer_field)
         else:  # the held-out split of the configured task (what `rlvr train` evaluates)
-            from rlvr.train.data import build_task
+            from rlvr.tasks.sampler import build_task
 
             task = cfg.task.name
             problems = build_task(cfg.task)[1][: cfg.eval.num_problems]
@@ -318,7 +318,7 @@ def _cmd_search(ns) -> int:
 def _run_beam(ns, opts) -> dict:
     from rlvr.evaluate.pipeline import load_problems
     from rlvr.models import load_policy
-    from rlvr.rollout import HFEngine
+    from rlvr.engines import HFEngine
     from rlvr.search.beam import BeamConfig
     from rlvr.search.run import run_beam
     from rlvr.search.scorers import load_scorer

@@ -94,7 +94,7 @@ class Batch:
     """Padded tensors for one policy-gradient update (built by ``train.batching``).
 
     Shapes: ``input_ids``/``attention_mask``/``completion_mask`` are [B, T];
-    ``old_logprobs`` and ``ref_logprobs`` are [B, T] aligned with ``input_ids``
+    ``sampler_logprobs`` and ``ref_logprobs`` are [B, T] aligned with ``input_ids``
     (position t holds log p(input_ids[t] | input_ids[:t]); 0 where masked);
     ``advantages`` is [B] (one scalar per sequence, broadcast over tokens) or
     [B, T] (per-token estimators); ``values`` (the critic's predictions when the
@@ -104,7 +104,7 @@ class Batch:
     input_ids: Any
     attention_mask: Any
     completion_mask: Any
-    old_logprobs: Any
+    sampler_logprobs: Any
     advantages: Any
     ref_logprobs: Any | None = None
     values: Any | None = None

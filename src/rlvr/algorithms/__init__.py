@@ -3,7 +3,6 @@ importance-sampling corrections, diagnostics and sampler-side policies."""
 
 from rlvr.algorithms.advantages import (
     ADVANTAGE_ESTIMATORS,
-    ESTIMATOR_EXTRA_INPUTS,
     drgrpo_advantages,
     entropy_guided_advantages,
     get_advantage_estimator,
@@ -57,7 +56,6 @@ from rlvr.algorithms.sampling import (
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "AGGREGATION_MODES",
-    "ESTIMATOR_EXTRA_INPUTS",
     "IS_CORRECTIONS",
     "KL_ESTIMATORS",
     "POLICY_LOSSES",

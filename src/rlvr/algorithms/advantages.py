@@ -13,7 +13,7 @@ Common signature (what :data:`ADVANTAGE_ESTIMATORS` holds)::
 ``extra`` are keyword-only hyper-parameters (bind them from the config with
 ``get_advantage_estimator(name, **params)``) and, for token-level estimators,
 per-token tensors that the caller must pass at call time; they are listed in
-:data:`ESTIMATOR_EXTRA_INPUTS`.  A [N] result is one advantage per sequence
+each entry's ``needs`` / ``inputs`` in :data:`ADVANTAGE_ESTIMATORS`.  A [N] result is one advantage per sequence
 (broadcast over its tokens by the losses); a [N, T] result is per token and is 0
 where ``mask`` is 0.  Every estimator treats its inputs as constants (no
 gradient flows through advantages).
@@ -27,6 +27,8 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+
+from rlvr.registry import Registry, params_from_signature
 
 __all__ = [
     "group_normalized_advantages",
@@ -43,7 +45,6 @@ __all__ = [
     "entropy_guided_advantages",
     "group_stats",
     "ADVANTAGE_ESTIMATORS",
-    "ESTIMATOR_EXTRA_INPUTS",
     "get_advantage_estimator",
 ]
 
@@ -410,50 +411,48 @@ def _gae_estimator(rewards: Tensor, group_size: int, *, values: Tensor, mask: Te
 def _noisy_backward(rewards: Tensor, group_size: int, *, rho0: float, rho1: float, base: str = "reinforce",
                     **base_params) -> Tensor:
     """Backward-corrected rewards ``(r - rho0) / (1 - rho0 - rho1)`` fed to ``base``; see :mod:`rlvr.rewards.noisy`."""
-    from rlvr.rewards.noisy import backward_correction
+    from rlvr.algorithms.noisy import backward_correction
 
     return get_advantage_estimator(base, **base_params)(backward_correction(rewards, rho0, rho1), group_size)
 
 
 def _noisy_forward(rewards: Tensor, group_size: int, *, rho1: float) -> Tensor:
     """Forward-correction weights ``r - (1 - rho1)`` as advantages; see :mod:`rlvr.rewards.noisy`."""
-    from rlvr.rewards.noisy import forward_correction_weights
+    from rlvr.algorithms.noisy import forward_correction_weights
 
     _grouped(rewards, group_size)
     return forward_correction_weights(rewards, rho1)
 
 
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
-    "grpo": grpo_advantages,
-    "drgrpo": drgrpo_advantages,
-    "rloo": rloo_advantages,
-    "reinforce": reinforce_advantages,
-    "reinforce_pp": reinforce_pp_advantages,
-    "reinforce_pp_baseline": functools.partial(reinforce_pp_advantages, baseline="group_mean"),
-    "gae": _gae_estimator,
-    "passk": passk_advantages,
-    "psr": psr_advantages,
-    "nsr": nsr_advantages,
-    "w_reinforce": w_reinforce_advantages,
-    "quantile": quantile_advantages,
-    "entropy_guided": entropy_guided_advantages,
-    "noisy_backward": _noisy_backward,
-    "noisy_forward": _noisy_forward,
-}
-"""Advantage estimators by name; each maps ``(rewards [N], group_size, **extra) -> [N] or [N, T]``."""
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator", skip=2)
+"""Advantage estimators by name; each maps ``(rewards [N], group_size, **inputs, **options) -> [N] or [N, T]``.
 
-ESTIMATOR_EXTRA_INPUTS: dict[str, tuple[str, ...]] = {
-    "reinforce_pp": ("mask?", "kl?"),
-    "reinforce_pp_baseline": ("mask?", "kl?"),
-    "gae": ("values", "mask", "kl?"),
-    "entropy_guided": ("entropy", "mask"),
-}
-"""Per-call tensor inputs an estimator takes besides ``rewards`` (``?``: optional); others need none.
-
-Required hyper-parameters without defaults: ``noisy_backward`` (``rho0``,
-``rho1``), ``noisy_forward`` (``rho1``); bind them with
-:func:`get_advantage_estimator`.
+An entry's ``needs`` are per-call tensors the recipe must supply (``entropy``,
+``values``, ``mask``), its ``inputs`` the optional ones (``mask``, ``kl``); its
+options (hyper-parameters from ``algorithm.advantage_params``) are the rest of
+its keyword parameters and are validated when a config loads.  Register a new
+one with ``@ADVANTAGE_ESTIMATORS.register("name")`` on the function.
 """
+
+_A = ADVANTAGE_ESTIMATORS
+_A.add("grpo", grpo_advantages)
+_A.add("drgrpo", drgrpo_advantages)
+_A.add("rloo", rloo_advantages)
+_A.add("reinforce", reinforce_advantages, tags={"single_sample"})
+_A.add("reinforce_pp", reinforce_pp_advantages, inputs={"mask", "kl"}, tags={"single_sample"})
+_A.add("reinforce_pp_baseline", functools.partial(reinforce_pp_advantages, baseline="group_mean"),
+       params=params_from_signature(reinforce_pp_advantages, skip=2, exclude={"mask", "kl", "baseline"}),
+       inputs={"mask", "kl"}, doc="REINFORCE++ with the group mean as baseline")
+_A.add("gae", _gae_estimator, needs={"values", "mask"}, inputs={"kl", "kl_coef"}, tags={"single_sample", "critic"})
+_A.add("passk", passk_advantages)
+_A.add("psr", psr_advantages)
+_A.add("nsr", nsr_advantages)
+_A.add("w_reinforce", w_reinforce_advantages)
+_A.add("quantile", quantile_advantages)
+_A.add("entropy_guided", entropy_guided_advantages, needs={"entropy", "mask"})
+_A.add("noisy_backward", _noisy_backward)
+_A.add("noisy_forward", _noisy_forward)
+del _A
 
 
 def get_advantage_estimator(name: str, **params) -> AdvantageEstimator:
@@ -463,9 +462,7 @@ def get_advantage_estimator(name: str, **params) -> AdvantageEstimator:
     ``"passk"``) are bound with :func:`functools.partial`; the result is still
     called as ``estimator(rewards, group_size, **per_call_tensors)``.
     """
-    try:
-        fn = ADVANTAGE_ESTIMATORS[name]
-    except KeyError:
-        raise ValueError(f"unknown advantage estimator {name!r}; "
-                         f"choose one of: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}") from None
+    fn = ADVANTAGE_ESTIMATORS.get(name)
+    if params:
+        ADVANTAGE_ESTIMATORS.validate_params(name, params, key="advantage_params")
     return functools.partial(fn, **params) if params else fn

@@ -22,9 +22,12 @@ the policy losses' ``is_weights`` argument.  All functions are pure.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
+
+from rlvr.registry import Registry
 
 __all__ = ["IS_LEVELS", "is_log_ratio", "truncated_is_weights", "masked_is_weights", "is_correction_weights",
            "IS_CORRECTIONS", "logprob_mismatch"]
@@ -100,22 +103,24 @@ def masked_is_weights(learner_logp: Tensor, rollout_logp: Tensor, mask: Tensor, 
     return torch.where(mask.bool(), w, torch.ones_like(w))
 
 
-IS_CORRECTIONS = {
-    "none": None,
-    "tis": truncated_is_weights,
-    "mis": masked_is_weights,
-}
+IS_CORRECTIONS: Registry[Callable[..., "Tensor | None"]] = Registry("IS correction", skip=3)
 """IS corrections by name: ``fn(learner_logp, rollout_logp, mask, **params) -> [B, T] weights``
-(``"none"``: no weights)."""
+(``"none"``: no weights); options are ``algorithm.is_params``."""
+
+
+@IS_CORRECTIONS.register("none", doc="no correction")
+def _no_correction(learner_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> None:
+    return None
+
+
+IS_CORRECTIONS.add("tis", truncated_is_weights, doc="truncated importance weights (TIS)")
+IS_CORRECTIONS.add("mis", masked_is_weights, doc="masked importance weights (MIS)")
 
 
 def is_correction_weights(name: str, learner_logp: Tensor, rollout_logp: Tensor, mask: Tensor,
                           **params) -> Tensor | None:
     """The weights of the correction registered under ``name`` (``None`` for ``"none"``)."""
-    if name not in IS_CORRECTIONS:
-        raise ValueError(f"unknown IS correction {name!r}; choose one of: {', '.join(IS_CORRECTIONS)}")
-    fn = IS_CORRECTIONS[name]
-    return None if fn is None else fn(learner_logp, rollout_logp, mask, **params)
+    return IS_CORRECTIONS.get(name)(learner_logp, rollout_logp, mask, **params)
 
 
 def logprob_mismatch(learner_logp: Tensor, rollout_logp: Tensor, mask: Tensor, *,

@@ -10,15 +10,35 @@ Ouyang et al. 2022; REINFORCE++).
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
+
+from rlvr.registry import Registry
 
 from dataclasses import dataclass
 
 __all__ = ["KL_ESTIMATORS", "kl_estimate", "outcome_token_rewards", "kl_in_reward", "ReferenceResetSchedule"]
 
-KL_ESTIMATORS = ("k1", "k2", "k3")
+KL_ESTIMATORS: Registry[Callable[[Tensor], Tensor]] = Registry("KL estimator", skip=1)
+"""Per-token KL(pi || pi_ref) estimators by name, each ``fn(log_ratio) -> [B, T]`` with
+``log_ratio = log pi_ref(x) - log pi(x)`` (Schulman 2020, "Approximating KL divergence")."""
+
+
+@KL_ESTIMATORS.register("k1", doc="-log_ratio: unbiased, high variance, can be < 0")
+def _k1(log_ratio: Tensor) -> Tensor:
+    return -log_ratio
+
+
+@KL_ESTIMATORS.register("k2", doc="0.5 log_ratio^2: biased, low variance, >= 0")
+def _k2(log_ratio: Tensor) -> Tensor:
+    return 0.5 * log_ratio.square()
+
+
+@KL_ESTIMATORS.register("k3", doc="exp(log_ratio) - 1 - log_ratio: unbiased, low variance, >= 0 (GRPO's)")
+def _k3(log_ratio: Tensor) -> Tensor:
+    return (torch.expm1(log_ratio) - log_ratio).clamp(min=0.0)
 
 
 def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3", mask: Tensor | None = None) -> Tensor:
@@ -45,18 +65,13 @@ def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3", mask: Tensor |
     Returns:
         [B, T] per-token estimates (not masked-averaged; see ``aggregate_loss``).
     """
-    if kind not in KL_ESTIMATORS:
-        raise ValueError(f"unknown KL estimator {kind!r}; choose one of: {', '.join(KL_ESTIMATORS)}")
+    estimator = KL_ESTIMATORS.get(kind)
     if logp.shape != ref_logp.shape:
         raise ValueError(f"logp {tuple(logp.shape)} and ref_logp {tuple(ref_logp.shape)} differ in shape")
     log_ratio = ref_logp.detach() - logp
     if mask is not None:
         log_ratio = torch.where(mask.bool(), log_ratio, torch.zeros_like(log_ratio))
-    if kind == "k1":
-        return -log_ratio
-    if kind == "k2":
-        return 0.5 * log_ratio.square()
-    return (torch.expm1(log_ratio) - log_ratio).clamp(min=0.0)
+    return estimator(log_ratio)
 
 
 def outcome_token_rewards(rewards: Tensor, mask: Tensor) -> Tensor:

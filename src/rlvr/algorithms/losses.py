@@ -25,6 +25,8 @@ from typing import Callable
 
 import torch
 from torch import Tensor
+
+from rlvr.registry import Registry
 from torch.autograd.function import once_differentiable
 
 from rlvr.algorithms.kl import kl_estimate
@@ -334,21 +336,27 @@ def topr_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
 
 PolicyLoss = Callable[..., "tuple[Tensor, dict[str, Tensor]]"]
 
-POLICY_LOSSES: dict[str, PolicyLoss] = {
-    "ppo_clip": ppo_clip_loss,       # also DAPO clip-higher: clip_high > clip_low
-    "dual_clip": dual_clip_loss,
-    "gspo": gspo_loss,
-    "topr": topr_loss,
-}
-"""Policy losses by name; uniform signature, see the module docstring."""
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss", skip=4)
+"""Policy losses by name; uniform signature, see the module docstring.
+
+Options (``algorithm.policy_loss_params``) are each loss's keyword parameters
+less the ones the recipe passes (``agg``, ``max_len``, ``is_weights``).  Losses
+tagged ``clip_range`` take ``algorithm.clip_low`` / ``clip_high`` unless their
+params set them.  Register a new one with ``@POLICY_LOSSES.register("name")``.
+"""
+
+_RECIPE_INPUTS = {"agg", "max_len", "is_weights"}
+POLICY_LOSSES.add("ppo_clip", ppo_clip_loss, inputs=_RECIPE_INPUTS, tags={"clip_range"})  # + DAPO clip-higher
+POLICY_LOSSES.add("dual_clip", dual_clip_loss, inputs=_RECIPE_INPUTS, tags={"clip_range"})
+POLICY_LOSSES.add("gspo", gspo_loss, inputs=_RECIPE_INPUTS)
+POLICY_LOSSES.add("topr", topr_loss, inputs=_RECIPE_INPUTS)
 
 
 def get_policy_loss(name: str, **params) -> PolicyLoss:
     """The loss registered under ``name`` in :data:`POLICY_LOSSES`, with ``params`` bound."""
-    try:
-        fn = POLICY_LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy loss {name!r}; choose one of: {', '.join(sorted(POLICY_LOSSES))}") from None
+    fn = POLICY_LOSSES.get(name)
+    if params:
+        POLICY_LOSSES.validate_params(name, params, key="policy_loss_params")
     return functools.partial(fn, **params) if params else fn
 
 
@@ -416,7 +424,7 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     if entropy_coef != 0 and entropy is None:
         raise ValueError("entropy_coef != 0 needs entropy (per-token policy entropy)")
     params = dict(policy_loss_params or {})
-    if policy_loss in ("ppo_clip", "dual_clip"):
+    if "clip_range" in POLICY_LOSSES.entry(policy_loss).tags:
         params.setdefault("clip_low", clip_low)
         params.setdefault("clip_high", clip_high)
     pg_loss, metrics = get_policy_loss(policy_loss)(logp, old_logp, advantages, mask, agg=agg, max_len=max_len,

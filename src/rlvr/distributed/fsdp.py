@@ -15,7 +15,7 @@ sharded on dim 0):
   rows; the loss is normalised by the *global* batch (token-mean over every rank's
   tokens, found with ``all_reduce``), so the summed gradient equals the one-process
   gradient of the whole batch.  It runs the ordinary
-  :func:`rlvr.train.grpo.update_policy` with a :class:`DataParallel` context.
+  :func:`rlvr.learner.update.update_policy` with a :class:`DataParallel` context.
 
 Activation checkpointing uses ``checkpoint_wrapper`` (non-reentrant) around each
 block *before* ``fully_shard``, the composition PyTorch's FSDP2 examples and
@@ -168,7 +168,7 @@ def reduce_device(group=None) -> torch.device:
 
 @dataclass
 class DataParallel:
-    """What :func:`rlvr.train.grpo.update_policy` needs to be one rank of a data-parallel step.
+    """What :func:`rlvr.learner.update.update_policy` needs to be one rank of a data-parallel step.
 
     * ``global_sizes`` turns this rank's token / row / micro-batch counts into the
       global token and row counts (loss normalisers) and the largest micro-batch
@@ -244,7 +244,7 @@ def shard_rows(batch, rank: int, world_size: int):
 
 
 def fsdp_update_policy(model, optimizer, batch, cfg, ref_model=None, *, group=None) -> dict[str, float]:
-    """One rank's share of :func:`rlvr.train.grpo.update_policy` on an FSDP-sharded ``model``.
+    """One rank's share of :func:`rlvr.learner.update.update_policy` on an FSDP-sharded ``model``.
 
     ``batch`` holds this rank's rows only (its own rollouts, or :func:`shard_rows`
     of a batch every rank has).  Every rank must call this, even with no rows.
@@ -253,7 +253,7 @@ def fsdp_update_policy(model, optimizer, batch, cfg, ref_model=None, *, group=No
     normaliser is the global one and gradients are summed over ranks.  Returns the
     diagnostics averaged over all ranks (token-weighted), identical on every rank.
     """
-    from rlvr.train.grpo import update_policy
+    from rlvr.learner.update import update_policy
 
     dp = DataParallel(group)
     local = update_policy(model, optimizer, batch, cfg, ref_model, dp=dp)  # micro-batches move to the model's device

@@ -5,7 +5,7 @@ worker (``{"CPU": c, "GPU": g}``, strategy PACK / SPREAD / STRICT_*) and starts
 one ``RolloutWorker`` actor in each bundle.  A worker holds its own rollout
 engine: an ``HFEngine`` on a model rebuilt from the learner's config, or a
 ``VLLMEngine`` on the model's directory.  The learner runs the recipe
-(``rlvr.train.grpo.train``) unchanged: it calls ``engine.generate`` and
+(``rlvr.recipes.rl.train``) unchanged: it calls ``engine.generate`` and
 ``engine.sync_weights`` as with any engine.  Where the learner runs is
 ``distributed.learner``: ``driver`` (the process that called ``train``) or
 ``actor`` (``train_on_cluster``: a ``LearnerActor`` in bundle 0 of one placement
@@ -48,7 +48,7 @@ from typing import Any, Sequence
 
 import torch
 
-from rlvr.rollout.base import SamplingParams
+from rlvr.engines.base import SamplingParams
 from rlvr.types import Problem, Sample
 
 __all__ = ["RAY_MISSING", "import_ray", "init_ray", "reserve", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
@@ -115,7 +115,7 @@ class RolloutWorker:
         if spec.engine == "hf":
             from transformers import AutoModelForCausalLM
 
-            from rlvr.rollout.hf import HFEngine, sampler_dtype
+            from rlvr.engines.hf import HFEngine, sampler_dtype
 
             from rlvr.models.frozen import freeze
 
@@ -124,7 +124,7 @@ class RolloutWorker:
             self.engine = HFEngine(model, spec.tokenizer, batch_size=spec.batch_size,
                                    system_prompt=spec.system_prompt, dtype=sampler_dtype(spec.dtype))
         elif spec.engine == "vllm":
-            from rlvr.rollout.vllm import VLLMEngine
+            from rlvr.engines.vllm import VLLMEngine
 
             self.model = None
             self.engine = VLLMEngine(spec.model_path, spec.tokenizer, system_prompt=spec.system_prompt,
@@ -286,7 +286,7 @@ class RayRolloutEngine:
     # ------------------------------------------------------------------ weights
     def sync_weights(self, model) -> None:
         """Put the learner's weights in the object store once and load them into every worker."""
-        from rlvr.rollout.vllm import plain_state_dict
+        from rlvr.engines.vllm import plain_state_dict
 
         state = {k: v.detach().cpu() for k, v in plain_state_dict(model).items()}  # ray.put copies it
         self.version += 1
@@ -343,7 +343,7 @@ class RayRolloutEngine:
 
 # --------------------------------------------------------------------------- learner actor
 class LearnerActor:
-    """Runs the whole GRPO recipe (learner + rollout orchestration) inside bundle 0 of a placement group.
+    """Runs a whole recipe (learner + rollout orchestration) inside bundle 0 of a placement group.
 
     Its rollout workers go to bundles ``1 ..`` of the same group, so one group
     reserves the learner's GPU(s)/CPUs and every rollout worker's, placed
@@ -356,23 +356,21 @@ class LearnerActor:
         torch.set_num_threads(max(1, threads))
         _PLACEMENT["rollout"] = placement
 
-    def train(self, cfg, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def train(self, recipe_cls, cfg, kwargs: dict[str, Any]) -> dict[str, Any]:
         import dataclasses
 
-        from rlvr.train.grpo import train
-
         cfg = dataclasses.replace(cfg, distributed=dataclasses.replace(cfg.distributed, learner="driver"))
-        summary = train(cfg, **kwargs)
+        summary = recipe_cls(cfg, **kwargs).train()
         summary["learner_pid"] = os.getpid()
         return summary
 
 
-def train_on_cluster(cfg, **kwargs) -> dict[str, Any]:
+def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
     """``rlvr train`` with ``distributed.learner: actor``: the learner in a Ray actor, placed with its workers.
 
     One placement group holds ``[learner bundle] + num_rollout_workers x [rollout
-    bundle]``; the recipe runs in a ``LearnerActor`` in bundle 0 (``kwargs`` are
-    ``train``'s injected model / tokenizer / problems / verifier, pickled to it).
+    bundle]``; ``recipe_cls`` (passed as a value, e.g. :class:`rlvr.recipes.rl.RLRecipe`) runs in a
+    ``LearnerActor`` in bundle 0 (``kwargs`` are the recipe's injected model / tokenizer / problems / verifier, pickled to it).
     Paths in the config are made absolute first: the actor's working directory is Ray's.
     """
     import dataclasses
@@ -398,7 +396,7 @@ def train_on_cluster(cfg, **kwargs) -> dict[str, Any]:
             scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0),
         ).remote((pg, 1), max(1, int(d.cpus_per_learner)))
         try:
-            return ray.get(actor.train.remote(cfg, kwargs))
+            return ray.get(actor.train.remote(recipe_cls, cfg, kwargs))
         finally:
             ray.kill(actor, no_restart=True)
     finally:

@@ -11,7 +11,7 @@ which key the optimizer state by parameter name (not by position) and strip
 wrapper prefixes (``_checkpoint_wrapped_module``), so the same checkpoint loads
 with or without activation checkpointing.
 
-A checkpoint directory mirrors :mod:`rlvr.train.checkpoint` (so
+A checkpoint directory mirrors :mod:`rlvr.learner.checkpoint` (so
 ``latest_checkpoint`` finds it)::
 
     <output_dir>/checkpoints/step-000010/
@@ -146,7 +146,7 @@ def save_checkpoint_sharded(output_dir: str | Path, step: int, model, optimizer,
     ``state.pt`` with the scheduler; ``hf_export`` also writes the full weights
     as an HF directory ``model/`` (one extra all-gather).
     """
-    from rlvr.train.checkpoint import _complete_checkpoints
+    from rlvr.learner.checkpoint import _complete_checkpoints
 
     root = Path(output_dir) / "checkpoints"
     final = root / f"step-{step:06d}"

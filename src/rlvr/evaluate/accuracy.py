@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rlvr.evaluate.stats import accuracy_summary, bootstrap_ci
-from rlvr.rollout.base import RolloutEngine, SamplingParams
+from rlvr.engines.base import RolloutEngine, SamplingParams
 from rlvr.types import Problem, Verdict
 from rlvr.verifiers import safe_verify
 

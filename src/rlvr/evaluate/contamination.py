@@ -131,8 +131,8 @@ def load_texts(spec: str, role: str = "eval", fields: Sequence[str] | None = Non
     if spec == "gsm8k":
         problems = load_gsm8k(split="train" if role == "train" else "test")
     elif spec == "arithmetic":
-        from rlvr.train.config import TaskConfig
-        from rlvr.train.data import build_task
+        from rlvr.recipes.config import TaskConfig
+        from rlvr.tasks.sampler import build_task
 
         train, held = build_task(TaskConfig())
         problems = train if role == "train" else held

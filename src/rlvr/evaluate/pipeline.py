@@ -6,7 +6,7 @@
    training config's task),
 2. unless ``rescore_only``, loads the model, opens the samples file (refusing one
    made for another task, model or sampling setting) and generates the missing
-   problems with :class:`~rlvr.rollout.HFEngine`, the training rollout engine,
+   problems with :class:`~rlvr.engines.HFEngine`, the training rollout engine,
 3. scores every stored sample with the verifier and computes pass@k / maj@k /
    avg@k with bootstrap intervals (and the MATH-500 breakdowns),
 4. writes the results JSON and, when asked, the PNG plots and the HTML report.
@@ -193,8 +193,8 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
                                            temperature=req.temperature, top_p=req.top_p,
                                            max_new_tokens=req.max_new_tokens, seed=req.seed,
                                            system_prompt=req.system_prompt)
-        from rlvr.rollout import HFEngine
-        from rlvr.rollout.hf import sampler_dtype
+        from rlvr.engines import HFEngine
+        from rlvr.engines.hf import sampler_dtype
 
         engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
                           dtype=sampler_dtype(req.sampler_dtype))

@@ -379,7 +379,7 @@ def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, 
     call and appended as soon as it is done.  The returned records follow
     ``indices`` order.
     """
-    from rlvr.rollout.base import SamplingParams
+    from rlvr.engines.base import SamplingParams
 
     idx = list(range(len(problems))) if indices is None else list(indices)
     s = header.sampling

@@ -16,7 +16,7 @@ Two layouts, chosen by ``algorithm.value.critic``:
 Alignment: ``V_t`` is the value of the state *before* completion token ``t``,
 read from the hidden state at position ``t - 1``, the same position whose
 logits give ``log p(token_t)``.  So values line up column for column with
-:func:`rlvr.train.batching.policy_logprobs`.
+:func:`rlvr.learner.batching.policy_logprobs`.
 
 The head starts at zero (``V = 0``), so the first advantages are the returns
 themselves (whitened), i.e. REINFORCE, until the critic has learnt something.

@@ -17,7 +17,7 @@ The answer is the best-scoring finished beam (the best beam when none
 finished).  ``generated_tokens`` counts every sampled token, pruned candidates
 included: the compute the search really spent.
 
-The engine must accept ``prefixes`` in ``generate`` (``rlvr.rollout.HFEngine`` does).
+The engine must accept ``prefixes`` in ``generate`` (``rlvr.engines.HFEngine`` does).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rlvr.rollout.base import SamplingParams
+from rlvr.engines.base import SamplingParams
 from rlvr.search.scorers import AGGREGATIONS, aggregate_step_scores
 
 __all__ = ["BeamConfig", "Beam", "BeamResult", "beam_search", "beam_search_many"]

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
+from rlvr.registry import Registry
 from rlvr.types import Verdict
 
-__all__ = ["Verifier", "VerifierFactory", "register_verifier", "get_verifier", "list_verifiers", "safe_verify"]
+__all__ = ["VERIFIERS", "Verifier", "VerifierFactory", "register_verifier", "get_verifier", "list_verifiers", "safe_verify"]
 
 Verifier = Callable[[str, str], Verdict]
 """``verify(completion, reference) -> Verdict``."""
@@ -31,56 +32,34 @@ VerifierFactory = Callable[..., Verifier]
 """``factory(**options) -> Verifier``."""
 
 _F = TypeVar("_F", bound=VerifierFactory)
-_REGISTRY: dict[str, VerifierFactory] = {}
+
+VERIFIERS: Registry[VerifierFactory] = Registry("verifier")
+"""Verifier factories by name; an entry's options are its factory's keyword parameters."""
 
 
-def register_verifier(name: str) -> Callable[[_F], _F]:
+def register_verifier(name: str, **kwargs: Any) -> Callable[[_F], _F]:
     """Decorator registering a verifier factory under ``name`` (returned unchanged).
 
+    ``kwargs`` go to :meth:`rlvr.registry.Registry.register` (``params``, ``doc``).
     Registering a different factory under a name already taken is an error;
     registering the same one again (e.g. a module reload) is allowed.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"verifier name must be a non-empty string, got {name!r}")
-
-    def decorator(factory: _F) -> _F:
-        if not callable(factory):
-            raise TypeError(f"verifier factory for {name!r} must be callable, got {factory!r}")
-        old = _REGISTRY.get(name)
-        if old is not None and _origin(old) != _origin(factory):
-            raise ValueError(f"a verifier named {name!r} is already registered ({old!r})")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
-
-
-def _origin(factory: Any) -> tuple[Any, ...]:
-    """Where a factory was defined; a reloaded module's factory has the same origin."""
-    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
-    return (module, qualname) if module and qualname else (id(factory),)
+    return VERIFIERS.register(name, **kwargs)
 
 
 def list_verifiers() -> list[str]:
     """Registered verifier names, sorted."""
-    return sorted(_REGISTRY)
+    return VERIFIERS.names()
 
 
 def get_verifier(name: str, **kwargs: Any) -> Verifier:
     """Build the verifier registered as ``name`` with options ``kwargs``.
 
     Raises:
-        ValueError: unknown name (the message lists the registered ones).
-        TypeError: an option the factory does not accept.
+        RegistryError (a ValueError): unknown name, or options the factory does not
+        accept (the message lists the registered names or the accepted options).
     """
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        known = ", ".join(list_verifiers()) or "none"
-        raise ValueError(f"unknown verifier {name!r}; registered verifiers: {known}")
-    try:
-        return factory(**kwargs)
-    except TypeError as e:
-        raise TypeError(f"bad options for verifier {name!r} {sorted(kwargs)}: {e}") from e
+    return VERIFIERS.build(name, **kwargs)
 
 
 def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:

@@ -1,7 +1,7 @@
 """A model judge: a generative verifier that asks any rollout engine "is this response correct?".
 
 :class:`ModelJudge` renders a prompt with the question, the reference answer and
-the response, samples greedily from a :class:`~rlvr.rollout.base.RolloutEngine`
+the response, samples greedily from a :class:`~rlvr.engines.base.RolloutEngine`
 and parses a final yes/no **strictly**: the output (quotes, markdown emphasis and
 a final period removed) must be exactly ``yes`` or ``no``, or end with a line
 ``Answer: yes`` / ``Verdict: no`` / ``Final answer: yes``.  Anything else (empty,
@@ -43,7 +43,7 @@ from rlvr.types import Problem, Verdict
 from rlvr.verifiers.base import Verifier, get_verifier, register_verifier
 
 if TYPE_CHECKING:
-    from rlvr.rollout.base import RolloutEngine
+    from rlvr.engines.base import RolloutEngine
 
 __all__ = ["DEFAULT_TEMPLATE", "UNDECIDED_REASONS", "MASTER_KEY_PHRASES", "ModelJudge", "is_master_key",
            "parse_judgement", "split_reference", "judge_fallback", "judge_verifier", "judge_fallback_verifier"]
@@ -125,7 +125,7 @@ class ModelJudge:
     """Ask a rollout engine whether a response matches the reference; cached.
 
     Args:
-        engine: any :class:`~rlvr.rollout.base.RolloutEngine` (``generate(problems, params)``).
+        engine: any :class:`~rlvr.engines.base.RolloutEngine` (``generate(problems, params)``).
         template: prompt with ``{question}``, ``{reference}``, ``{response}``.
         max_new_tokens: generation budget of the judge (greedy decoding).
         max_response_chars: longer responses are cut to their last this-many characters.
@@ -167,7 +167,7 @@ class ModelJudge:
 
     def judge_many(self, items: Sequence[tuple[str, str, str]]) -> list[Verdict]:
         """Verdicts for ``(question, reference, response)`` triples; one engine call for all misses."""
-        from rlvr.rollout.base import SamplingParams
+        from rlvr.engines.base import SamplingParams
 
         verdicts: list[Verdict | None] = [None] * len(items)
         todo: dict[str, tuple[int, str]] = {}
@@ -258,7 +258,7 @@ def _engine_for(engine: Any, policy: str | None) -> Any:
     if policy is None:
         raise ValueError("the judge needs engine=<RolloutEngine> or policy=<model name or path>")
     from rlvr.models import load_policy
-    from rlvr.rollout import HFEngine
+    from rlvr.engines import HFEngine
 
     model, tokenizer = load_policy(policy)
     return HFEngine(model, tokenizer, batch_size=8)
@@ -267,7 +267,7 @@ def _engine_for(engine: Any, policy: str | None) -> Any:
 @register_verifier("judge")
 def judge_verifier(engine: Any = None, policy: str | None = None, template: str = DEFAULT_TEMPLATE,
                    max_new_tokens: int = 8, cache_path: str | None = None) -> Verifier:
-    """A :class:`ModelJudge` on ``engine`` (or an :class:`~rlvr.rollout.HFEngine` on ``policy``)."""
+    """A :class:`ModelJudge` on ``engine`` (or an :class:`~rlvr.engines.HFEngine` on ``policy``)."""
     return ModelJudge(_engine_for(engine, policy), template, max_new_tokens=max_new_tokens, cache_path=cache_path)
 
 

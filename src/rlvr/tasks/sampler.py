@@ -6,7 +6,7 @@ import random
 from typing import Sequence
 
 from rlvr.tasks import ArithmeticSpec, arithmetic_split, load_benchmark, load_gsm8k, load_jsonl_problems
-from rlvr.train.config import TaskConfig
+from rlvr.recipes.config import TaskConfig
 from rlvr.types import Problem
 
 __all__ = ["build_task", "PromptSampler"]

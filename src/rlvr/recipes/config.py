@@ -277,7 +277,7 @@ class RunConfig:
                              f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
                              "to correct for it")
         if self.distributed.fsdp:
-            from rlvr.distributed.fsdp_train import unsupported_with_fsdp
+            from rlvr.recipes.fsdp import unsupported_with_fsdp
 
             if bad := unsupported_with_fsdp(self):
                 raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")

@@ -119,7 +119,7 @@ def train_fsdp(cfg, *, model=None, tokenizer=None, problems: tuple[list, list] |
 
     Call it on every rank (``torchrun ... -m rlvr.cli train ... distributed.fsdp=true``
     does); a process group that is already initialised is used as is.  Returns
-    the same summary as :func:`rlvr.train.grpo.train` on every rank.
+    the same summary as :func:`rlvr.recipes.rl.train` on every rank.
     """
     bad = unsupported_with_fsdp(cfg)
     if bad:
@@ -138,13 +138,15 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
     from rlvr.config import save_config
     from rlvr.models import load_policy
     from rlvr.models.frozen import frozen_copy
-    from rlvr.rollout import HFEngine, SamplingParams
-    from rlvr.rollout.hf import sampler_dtype
-    from rlvr.train.batching import collate
-    from rlvr.train.checkpoint import latest_checkpoint
-    from rlvr.train.data import PromptSampler, build_task
-    from rlvr.train.grpo import _collect_rollouts, _evaluate, _fmt_eval, make_scheduler
-    from rlvr.train.metrics import MetricsLogger
+    from rlvr.engines import HFEngine, SamplingParams
+    from rlvr.engines.hf import sampler_dtype
+    from rlvr.learner.batching import collate
+    from rlvr.learner.checkpoint import latest_checkpoint
+    from rlvr.tasks.sampler import PromptSampler, build_task
+    from rlvr.learner.update import make_scheduler
+    from rlvr.recipes.rl import evaluate_heldout, format_eval
+    from rlvr.rollout.collect import collect_rollouts
+    from rlvr.learner.metrics import MetricsLogger
     from rlvr.verifiers import get_verifier
 
     tcfg, dcfg = cfg.train, cfg.distributed
@@ -204,7 +206,7 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
 
     summary: dict[str, Any] = {"output_dir": str(out_dir), "world_size": world}
     if main and cfg.eval.before_training and heldout and not (out_dir / "eval_before.json").exists():
-        print("held-out accuracy before training: " + _fmt_eval(_evaluate(engine, heldout, verifier, cfg, "before",
+        print("held-out accuracy before training: " + format_eval(evaluate_heldout(engine, heldout, verifier, cfg, "before",
                                                                           out_dir)))
     dist.barrier()
     if (out_dir / "eval_before.json").exists():
@@ -224,7 +226,7 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
             break
         t0 = time.perf_counter()
         engine.generator.manual_seed(tcfg.seed * 1_000_003 + step * 1009 + rank)  # distinct per rank and step
-        samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
+        samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
             engine, sampler, verifier, params, rank_cfg, step)
         t_roll = time.perf_counter() - t0
         advantages = estimator(rewards, cfg.rollout.group_size)
@@ -258,8 +260,8 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
         latest_checkpoint(out_dir)
     summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
     if main and cfg.eval.after_training and heldout:
-        summary["eval_after"] = _evaluate(engine, heldout, verifier, cfg, "after", out_dir)
-        print("held-out accuracy after training:  " + _fmt_eval(summary["eval_after"]))
+        summary["eval_after"] = evaluate_heldout(engine, heldout, verifier, cfg, "after", out_dir)
+        print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))
     if main:
         (out_dir / "summary.json").write_text(json.dumps(
             {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))

@@ -17,8 +17,8 @@ from typing import Sequence
 
 import torch
 
-from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.kv_cache import PreallocatedCache
+from rlvr.engines.base import SamplingParams
+from rlvr.engines.kv_cache import PreallocatedCache
 from rlvr.types import Problem, Sample
 
 __all__ = ["HFEngine", "format_prompt", "sample_categorical", "sampler_dtype"]

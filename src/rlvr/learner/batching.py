@@ -22,7 +22,7 @@ __all__ = ["collate", "policy_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
-    """Pad ``samples`` into a :class:`Batch`; ``old_logprobs`` are the sampler's log-probs."""
+    """Pad ``samples`` into a :class:`Batch`; ``sampler_logprobs`` are the sampler's log-probs."""
     if len(samples) != len(advantages):
         raise ValueError(f"{len(samples)} samples but {len(advantages)} advantages")
     P = max(len(s.prompt_ids) for s in samples)
@@ -31,7 +31,7 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
     input_ids = torch.full((B, P + C), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((B, P + C), dtype=torch.long)
     completion_mask = torch.zeros((B, P + C), dtype=torch.float32)
-    old_logprobs = torch.zeros((B, P + C), dtype=torch.float32)
+    sampler_logprobs = torch.zeros((B, P + C), dtype=torch.float32)
     for i, s in enumerate(samples):
         p, c = len(s.prompt_ids), len(s.completion_ids)
         input_ids[i, P - p:P] = torch.tensor(s.prompt_ids)
@@ -39,8 +39,8 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
         if c:
             input_ids[i, P:P + c] = torch.tensor(s.completion_ids)
             completion_mask[i, P:P + c] = 1
-            old_logprobs[i, P:P + c] = torch.tensor(s.logprobs, dtype=torch.float32)
-    return Batch(input_ids, attention_mask, completion_mask, old_logprobs, advantages.float())
+            sampler_logprobs[i, P:P + c] = torch.tensor(s.logprobs, dtype=torch.float32)
+    return Batch(input_ids, attention_mask, completion_mask, sampler_logprobs, advantages.float())
 
 
 def completion_start(batch: Batch) -> int:

@@ -52,8 +52,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rlvr.rollout.base import SamplingParams
-from rlvr.rollout.hf import format_prompt
+from rlvr.engines.base import SamplingParams
+from rlvr.engines.hf import format_prompt
 from rlvr.types import Problem, Sample
 
 __all__ = ["VLLMEngine", "import_vllm", "completion_text", "outputs_to_samples", "group_completions",

@@ -40,13 +40,13 @@ def make_engine(cfg, model, tokenizer):
     engine, backend = cfg.rollout.engine, cfg.distributed.backend
     if backend == "none":
         if engine == "hf":
-            from rlvr.rollout.hf import HFEngine, sampler_dtype
+            from rlvr.engines.hf import HFEngine, sampler_dtype
 
             return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size,
                             system_prompt=cfg.task.system_prompt, dtype=sampler_dtype(cfg.rollout.dtype),
                             merge_lora=cfg.model.lora.merge_for_rollout)
         if engine == "vllm":
-            from rlvr.rollout.vllm import VLLMEngine, import_vllm
+            from rlvr.engines.vllm import VLLMEngine, import_vllm
 
             import_vllm()  # a missing extra fails here, before a bundled model is converted for it
             eng = VLLMEngine(_model_path(cfg), tokenizer, system_prompt=cfg.task.system_prompt,

@@ -126,11 +126,11 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         from rlvr.models.lora import is_lora_model
-        from rlvr.rollout import HFEngine
-        from rlvr.rollout.hf import sampler_dtype
-        from rlvr.train.accounting import peak_rss_mb
-        from rlvr.train.data import PromptSampler
-        from rlvr.train.grpo import _collect_rollouts
+        from rlvr.engines import HFEngine
+        from rlvr.engines.hf import sampler_dtype
+        from rlvr.utils.accounting import peak_rss_mb
+        from rlvr.tasks.sampler import PromptSampler
+        from rlvr.rollout.collect import collect_rollouts
         from rlvr.verifiers import get_verifier
 
         model = args["model"].to(args["device"])
@@ -158,7 +158,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
             if changed:
                 engine.sync_weights(model)
             t0 = time.perf_counter()
-            samples, verdicts, rewards, rounds, t_gen, generated = _collect_rollouts(
+            samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
                 engine, sampler, verifier, args["params"], cfg, b, dfilter)
             t_all = time.perf_counter() - t0
             state = {"data_position": sampler.position, "generator": engine.generator.get_state(),
@@ -179,7 +179,7 @@ def _context():
 
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = torch.multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["rlvr.train.grpo"])
+        ctx.set_forkserver_preload(["rlvr.recipes.rl"])
         return ctx
     return torch.multiprocessing.get_context("spawn")
 
@@ -190,7 +190,7 @@ class AsyncRollouts:
     Args:
         model: the learner's policy (a copy is sent to the process; the learner's
             own weights are never shared with it).
-        tokenizer, problems, params, cfg: what ``_collect_rollouts`` needs.
+        tokenizer, problems, params, cfg: what ``collect_rollouts`` needs.
         verifier: a picklable verifier callable, or None to build
             ``cfg.reward.verifier`` from the registry inside the process.
         dfilter: the difficulty filter (copied into the process) or None.

@@ -1,0 +1,266 @@
+"""The learner's step: PPO-style policy (and critic) updates over a batch of scored rollouts.
+
+``update_policy`` runs ``algorithm.ppo_epochs`` optimizer steps over a :class:`rlvr.types.Batch`
+with gradient accumulation over micro-batches; the no-grad passes some estimators
+need before the advantage (entropy, reference KL, critic values) share
+:func:`per_token_pass`.  ``cfg`` is the run's config (``rlvr.recipes.config.RunConfig``);
+the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from contextlib import contextmanager
+
+import torch
+
+from rlvr.algorithms import grpo_loss, value_loss
+from rlvr.algorithms.importance import is_correction_weights
+from rlvr.learner.batching import completion_start, policy_logprobs
+from rlvr.models.value_head import critic_values
+from rlvr.types import Batch
+
+__all__ = ["update_policy", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
+           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients"]
+
+
+def make_scheduler(optimizer, cfg):
+    """Linear warm-up, then constant / cosine / linear decay to 0 at ``train.steps``."""
+    warm, total, kind = cfg.train.warmup_steps, max(cfg.train.steps, 1), cfg.train.schedule
+
+    def factor(step: int) -> float:
+        if warm and step < warm:
+            return (step + 1) / warm
+        if kind == "constant":
+            return 1.0
+        frac = min(1.0, (step - warm) / max(1, total - warm))
+        return 0.5 * (1 + math.cos(math.pi * frac)) if kind == "cosine" else 1.0 - frac
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+@contextmanager
+def deferred_interrupts():
+    """Inside this block Ctrl-C is remembered and raised when the block ends.
+
+    Used around the optimizer update so an interrupt never leaves half-updated
+    weights; outside it, Ctrl-C raises at once (weights are then those of the
+    last finished step, which is what gets checkpointed).
+    """
+    pending = []
+    previous = signal.getsignal(signal.SIGINT)
+    installed = False
+    try:
+        signal.signal(signal.SIGINT, lambda *_: pending.append(True))
+        installed = True
+    except ValueError:  # not in the main thread: cannot install handlers
+        pass
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+
+def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = None) -> tuple[Batch, int]:
+    """Rows of a batch with all-padding columns trimmed, moved to ``device``; returns (batch, completion start)."""
+    am = batch.attention_mask[rows]
+    used = am.any(0).nonzero()
+    lo, hi = int(used[0]), int(used[-1]) + 1
+    adv = batch.advantages[rows]
+    parts = [batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
+             batch.sampler_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv]
+    parts += [None if t is None else t[rows, lo:hi] for t in (batch.ref_logprobs, batch.values, batch.returns)]
+    if device is not None:
+        parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
+    sub = Batch(*parts)
+    return sub, completion_start(sub)
+
+
+def per_token_pass(batch: Batch, cfg, device, fn) -> torch.Tensor:
+    """Run ``fn(micro_batch, start) -> [b, T' - start]`` over the batch without gradients; [B, T] float32 result.
+
+    The no-grad forward passes some estimators need before the advantage
+    (entropy, reference KL, critic values) share this loop: micro-batches of
+    ``train.micro_batch_size`` rows with padding columns trimmed, results put
+    back at the columns of the completion tokens they belong to.
+    """
+    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    with torch.no_grad():
+        for chunk in torch.arange(batch.input_ids.shape[0]).split(cfg.train.micro_batch_size):
+            mb, start = sub_batch(batch, chunk, device)
+            res = fn(mb, start)
+            # sub_batch trimmed columns lo:hi; completions end at hi, so the result block ends there too
+            hi = int(batch.attention_mask[chunk].any(0).nonzero()[-1]) + 1
+            out[chunk, hi - res.shape[1]:hi] = res.float().cpu()
+    return out * batch.completion_mask
+
+
+def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
+    """Per-token entropy of the current policy at every completion position, [B, T] (no grad).
+
+    Needed before the advantage by the entropy-guided estimator (RL-ZVP).
+    """
+    was_training = model.training
+    model.eval()
+    out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
+        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True)[1])
+    model.train(was_training)
+    return out
+
+
+def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
+    """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
+    return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
+        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature)[0].float())
+
+
+def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
+    """The critic's value of the state before every completion token, [B, T] (no grad; 0 off the completion)."""
+    return per_token_pass(batch, cfg, device, lambda mb, start: critic_values(
+        critic, model, mb.input_ids, mb.attention_mask, start))
+
+
+def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
+                  critic_optimizer=None, train_policy: bool = True) -> dict[str, float]:
+    """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
+
+    With a ``critic`` (PPO with GAE) every micro-batch also computes the
+    clipped value loss against ``batch.returns``, weighted by
+    ``algorithm.value.coef`` and aggregated like the policy loss; the critic's
+    parameters are clipped and stepped by ``critic_optimizer``.  A shared
+    critic reads the hidden states of the policy's own forward pass, so its
+    loss also trains the policy's trunk.  ``train_policy=False`` (critic
+    warm-up) trains the critic alone: no policy loss, no policy step, and a
+    shared head reads detached hidden states.
+
+    Gradients are accumulated over micro-batches with weights chosen so the sum
+    equals the loss aggregated over the whole batch (token-mean: tokens in the
+    micro-batch / tokens in the batch; sequence means: sequences / sequences).
+
+    ``dp`` (a :class:`rlvr.distributed.fsdp.DataParallel`, None on one process)
+    makes this one rank of a data-parallel step: ``batch`` is the rank's share,
+    the normalisers are the global token / sequence counts, and every rank runs
+    the same number of passes.  Diagnostics stay per rank.
+    """
+    alg, tcfg = cfg.algorithm, cfg.train
+    B = batch.input_ids.shape[0]
+    total_tokens = batch.completion_mask.sum().clamp(min=1)
+    rows = torch.arange(B)
+    if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
+            and critic is None:  # the critic learns from every row
+        nonzero = batch.advantages != 0
+        rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
+    chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+    n_passes, grad_scale = len(chunks), 1.0
+    if dp is not None:  # global normalisers, and the largest pass count of any rank
+        total_tokens, B, n_passes = dp.global_sizes(float(batch.completion_mask.sum()), B, len(chunks))
+        grad_scale = dp.grad_scale
+    sums: dict[str, float] = {}
+    weight_total = 0.0
+    grad_norm = 0.0
+    model.train()
+    learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
+    is_weights: dict[int, torch.Tensor | None] = {}
+    device = next(model.parameters()).device
+    device_type = device.type
+    kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
+    amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
+    shared = critic is not None and critic.shared
+    critic_norm = 0.0
+    for epoch in range(alg.ppo_epochs):
+        optimizer.zero_grad(set_to_none=True)
+        if critic_optimizer is not None:
+            critic_optimizer.zero_grad(set_to_none=True)
+        for ci in range(n_passes):
+            if ci >= len(chunks):  # this rank has run out of rows: zero-loss pass, same collectives
+                dp.idle_pass(model, ref_model if kl_coef > 0 else None)
+                continue
+            chunk = chunks[ci]
+            mb, start = sub_batch(batch, chunk, device)
+            with amp, torch.set_grad_enabled(train_policy):
+                logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                                     cfg.rollout.temperature, with_entropy=True,
+                                                     entropy_grad=alg.entropy_coef > 0, return_hidden=shared)
+            mask = mb.completion_mask[:, start:]
+            if epoch == 0:
+                learner_old_logps[ci] = logp.detach()
+                rollout_logp = mb.sampler_logprobs[:, start:]
+                mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
+                sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
+                # sampler -> learner importance weights (precision mismatch, stale weights)
+                is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
+                                                       **alg.is_params)
+            ref_logp = None
+            if kl_coef > 0:
+                with torch.no_grad(), amp:
+                    ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
+                                                  cfg.rollout.temperature)
+            adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
+            loss, m = grpo_loss(logp, learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
+                                kl_coef=kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
+                                clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
+                                policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
+                                entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
+                                is_weights=is_weights[ci])
+            w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
+            total = loss  # without gradient under train_policy=False: logp was computed without it
+            if critic is not None:  # PPO's value loss, against the GAE returns
+                with amp:
+                    values = critic.values_from_hidden(hidden[0]) if shared else \
+                        critic_values(critic, model, mb.input_ids, mb.attention_mask, start)
+                vloss, vm = value_loss(values, mb.values[:, start:], mb.returns[:, start:], mask,
+                                       clip_range=alg.value.clip, agg=alg.loss_agg,
+                                       max_len=cfg.rollout.max_new_tokens)
+                total = total + alg.value.coef * vloss
+                m.update(vm, value_loss=vloss.detach())
+            (total * (w * grad_scale)).backward()
+            n_tok = float(mask.sum())
+            m = {k: float(v) for k, v in m.items()}
+            m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
+            m["loss"] = float(loss.detach())
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v * n_tok
+            weight_total += n_tok
+        if n_passes and critic_optimizer is not None:
+            critic_norm = clip_gradients(list(critic.parameters()), tcfg.max_grad_norm)
+            critic_optimizer.step()
+        if n_passes and train_policy:
+            grad_norm = clip_gradients(list(model.parameters()), tcfg.max_grad_norm)
+        optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's step order
+    out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
+    if weight_total:  # mismatch was summed over first-epoch tokens only
+        out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
+    out.update({"grad_norm": grad_norm, "learner_seqs": int(len(rows)), "learner_tokens": int(weight_total)})
+    if critic is not None:
+        out["critic_grad_norm"] = critic_norm
+    return out
+
+
+def value_diagnostics(batch: Batch) -> dict[str, float]:
+    """How well the critic's values (before this step's update) predicted the returns.
+
+    ``value_explained_var = 1 - Var(R - V) / Var(R)`` over completion tokens
+    (1: perfect, 0: no better than a constant, negative: worse); NaN when the
+    returns are constant (e.g. every reward 0: GAE then leaves rounding noise
+    of ~1e-8, whose variance must not be divided by).
+    """
+    m = batch.completion_mask.bool()
+    v, r = batch.values[m], batch.returns[m]
+    var_r = float(r.var()) if r.numel() > 1 else 0.0
+    ev = float(1 - (r - v).var() / var_r) if var_r > 1e-8 else float("nan")
+    return {"value_explained_var": ev, "value_pred_mean": float(v.mean()) if v.numel() else 0.0,
+            "return_mean": float(r.mean()) if r.numel() else 0.0}
+
+
+def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> float:
+    """Clip the gradients of ``params`` to ``max_norm`` (0: no clipping); returns their norm before clipping."""
+    params = [p for p in params if p.grad is not None]
+    if not params:
+        return 0.0
+    if max_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))

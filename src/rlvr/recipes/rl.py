@@ -1,0 +1,530 @@
+"""The RL recipe: one class whose small named steps are the training loop (torchtune's recipes are the model).
+
+One step of :meth:`RLRecipe.train`::
+
+    rollouts = self.collect(step)        # prompts -> engine.generate -> verifiers -> rewards (DAPO refill)
+    batch    = self.advantages(rollouts) # KL-in-reward, critic values / entropy if the estimator needs them
+    learn    = self.learn(step, batch)   # update_policy (PPO epochs, micro-batches), LR schedule, weight sync
+    row      = self.log(step, ...)       # one metrics.jsonl line, the progress bar
+    self.checkpoint(step + 1)            # every train.save_every steps; Ctrl-C writes one too
+
+Every algorithm runs through the same steps: the estimator's registry entry says
+which extra inputs it needs (``entropy``, ``values``), the loss and KL estimator
+are registry names, and PPO's critic is one more module the learner steps.
+``logp_old`` is the learner's own log-prob from the first pass over the batch
+(detached), so the first PPO epoch has ratio exactly 1; the sampler's log-probs
+(``Batch.sampler_logprobs``) are compared with it every step (``logprob_mismatch``).
+Sequences whose advantage is exactly 0 contribute no policy gradient, so with no
+KL term they are skipped by the learner (``algorithm.skip_zero_advantage``).
+
+Other ways to run the same recipe change *how* a step runs, never the loop:
+``train.async_steps`` swaps :meth:`collect`'s source for a generator process;
+``distributed.learner=actor`` runs the recipe, passed as a value, in a Ray actor;
+:class:`rlvr.recipes.fsdp.FSDPRecipe` shards the learner.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_stats, ppo_gae_advantages
+from rlvr.algorithms.kl import ReferenceResetSchedule
+from rlvr.algorithms.sampling import DifficultyFilter
+from rlvr.config import save_config
+from rlvr.distributed.engine_factory import make_engine
+from rlvr.engines import SamplingParams
+from rlvr.evaluate.accuracy import evaluate_accuracy
+from rlvr.learner.batching import collate
+from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlvr.learner.metrics import MetricsLogger
+from rlvr.learner.update import (
+    critic_value_pass,
+    deferred_interrupts,
+    make_scheduler,
+    policy_entropy,
+    reference_kl,
+    update_policy,
+    value_diagnostics,
+)
+from rlvr.models import load_policy
+from rlvr.models.lora import apply_lora
+from rlvr.models.value_head import build_critic
+from rlvr.recipes.config import RunConfig
+from rlvr.rollout.collect import collect_rollouts
+from rlvr.tasks.sampler import PromptSampler, build_task
+from rlvr.types import Batch, Problem, Sample, Verdict
+from rlvr.utils.accounting import StepAccounting
+from rlvr.utils.device import resolve_device
+from rlvr.verifiers import get_verifier
+
+__all__ = ["RLRecipe", "train", "TrainingInterrupted", "evaluate_heldout", "format_eval"]
+
+log = logging.getLogger(__name__)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised after Ctrl-C once a checkpoint has been written."""
+
+
+@dataclass
+class Rollouts:
+    """One step's scored samples (what :meth:`RLRecipe.collect` returns)."""
+
+    samples: list[Sample]
+    verdicts: list[Verdict]
+    rewards: torch.Tensor
+    rounds: int
+    generated: int
+    lag: dict[str, Any] = field(default_factory=dict)  # async: policy_version, staleness, rollout peak RSS
+
+
+@dataclass
+class Scored:
+    """A step's batch with its advantages, and what the log line reports about them."""
+
+    batch: Batch
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+    seq_kl: torch.Tensor | None = None
+    value_row: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- evaluation
+def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: str, out_dir: Path) -> dict:
+    """Held-out accuracy at eval.temperature and each of eval.extra_temperatures, written to eval_{tag}.json."""
+    ecfg = cfg.eval
+    probs = problems[: ecfg.num_problems]
+    results = {"greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}": evaluate_accuracy(
+        engine, probs, verifier, n=ecfg.n, temperature=ecfg.temperature,
+        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)}
+    for t in ecfg.extra_temperatures:
+        results[f"T={t}"] = evaluate_accuracy(engine, probs, verifier, n=ecfg.n, temperature=t,
+                                              max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)
+    (out_dir / f"eval_{tag}.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, step: int, rollouts: int) -> dict:
+    """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``."""
+    ecfg = cfg.eval
+    r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n, temperature=ecfg.temperature,
+                          max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed)
+    return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
+            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
+            "heldout_per_problem": r["per_problem"]}
+
+
+def format_eval(results: dict) -> str:
+    return "  ".join(f"{k}: {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] (n={r['n']})"
+                     for k, r in results.items())
+
+
+def describe_run(cfg: RunConfig) -> str:
+    """What a run trains, for the progress bar: estimator, loss and, when on, KL and critic."""
+    a = cfg.algorithm
+    parts = [a.advantage, a.policy_loss]
+    if a.kl_coef > 0:
+        parts.append(f"kl={a.kl_coef:g}")
+    return " + ".join(parts)
+
+
+# --------------------------------------------------------------------------- the recipe
+class RLRecipe:
+    """RL on verifiable rewards as configured by a :class:`RunConfig`; ``train()`` runs it and returns a summary.
+
+    ``model``/``tokenizer``/``problems``/``verifier`` may be injected (tests build
+    tiny models in memory); otherwise they come from ``cfg``.  ``on_step`` is
+    called with every metrics row.  Subclasses change how a step runs by
+    overriding a step (the FSDP recipe overrides set-up, learning and
+    checkpointing); the order of the steps lives in :meth:`train` alone.
+    """
+
+    def __init__(self, cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
+                 verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None):
+        self.cfg = cfg
+        self.model, self.tokenizer, self.problems = model, tokenizer, problems
+        self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
+        self.on_step = on_step
+        self.out_dir = Path(cfg.train.output_dir)
+        self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
+        self.start_step = 0
+        self.rollouts_done = 0  # completions generated so far (train.max_rollouts budget)
+        self.worker = None
+        self.bar = None
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        """Model (+ critic, LoRA, reference), data, verifier, estimator, engine, optimizers, sampling state."""
+        cfg, tcfg = self.cfg, self.cfg.train
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if tcfg.threads:
+            torch.set_num_threads(tcfg.threads)
+        torch.manual_seed(tcfg.seed)
+        if self.model is None:
+            self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+        self.device = resolve_device(cfg.model.device)
+        self.model.to(self.device)
+        self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
+        if "values" in self.needs:  # PPO: a learned critic (before LoRA: a separate one trains all weights)
+            self.critic = build_critic(self.model, cfg.algorithm.value.critic)
+        if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
+            self.model = apply_lora(self.model, cfg.model.lora)
+        if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
+            from rlvr.models.frozen import frozen_copy
+
+            self.ref_model = frozen_copy(self.model)
+        self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
+        self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier)
+        self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
+        self.engine = self.make_engine()
+        self.engine.generator.manual_seed(tcfg.seed)
+        self.setup_optimizers()
+        self.sampler = PromptSampler(self.train_problems, seed=tcfg.seed)
+        alg = cfg.algorithm
+        self.dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
+            if alg.difficulty_filter else None
+        self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
+            if (alg.ref_reset_every or alg.ref_reset_kl) else None
+        self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
+                                     temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                     ignore_eos=cfg.rollout.ignore_eos)
+
+    def make_engine(self):
+        """The rollout engine (HF by default; vLLM and/or Ray rollout workers if configured)."""
+        return make_engine(self.cfg, self.model, self.tokenizer)
+
+    def setup_optimizers(self) -> None:
+        cfg, tcfg = self.cfg, self.cfg.train
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=tcfg.lr,
+                                           betas=tuple(tcfg.betas), weight_decay=tcfg.weight_decay)
+        self.scheduler = make_scheduler(self.optimizer, cfg)
+        if self.critic is not None:
+            self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=cfg.algorithm.value.lr,
+                                                      betas=tuple(tcfg.betas), weight_decay=tcfg.weight_decay)
+            self.critic_scheduler = make_scheduler(self.critic_optimizer, cfg)
+
+    def modules(self) -> dict | None:
+        """Extra modules checkpointed beside the policy (PPO's critic)."""
+        return {"critic": self.critic} if self.critic is not None else None
+
+    # ------------------------------------------------------------------ checkpoints
+    def resume(self) -> None:
+        """With ``train.resume``: weights, optimizers, data position, RNG and sampling state of the latest checkpoint."""
+        ckpt = latest_checkpoint(self.out_dir)
+        if ckpt is None:
+            log.warning("train.resume=true but no checkpoint in %s: starting from scratch", self.out_dir)
+            return
+        state = load_checkpoint(ckpt, self.model, self.optimizer, self.scheduler, modules=self.modules())
+        if self.critic is not None:
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            self.critic_scheduler.load_state_dict(state["critic_scheduler"])
+        self.engine.sync_weights(self.model)
+        self.start_step, self.sampler.position = state["step"], state["data_position"]
+        set_rng_state(state["rng"], self.engine.generator)
+        self.rollouts_done = state.get("rollouts", 0)
+        if self.dfilter is not None and "difficulty_filter" in state:
+            self.dfilter.load_state_dict(state["difficulty_filter"])
+        if self.ref_reset is not None and "ref_reset" in state:
+            self.ref_reset.load_state_dict(state["ref_reset"])
+            if state.get("reference") is not None:
+                self.ref_model.load_state_dict(state["reference"])
+        print(f"resumed from {ckpt} (step {self.start_step})")
+
+    def checkpoint(self, step: int) -> Path:
+        """Write a checkpoint of everything :meth:`resume` reads back."""
+        state = {"data_position": self.sampler.position, "rng": rng_state(self.engine.generator),
+                 "rollouts": self.rollouts_done}
+        if self.dfilter is not None:
+            state["difficulty_filter"] = self.dfilter.state_dict()
+        if self.critic is not None:
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+            state["critic_scheduler"] = self.critic_scheduler.state_dict()
+        if self.ref_reset is not None:  # the reference differs from the initial model after a reset
+            state["ref_reset"] = self.ref_reset.state_dict()
+            state["reference"] = ({k: v.cpu() for k, v in self.ref_model.state_dict().items()}
+                                  if self.ref_reset.last_reset else None)
+        return save_checkpoint(self.out_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler, state,
+                               keep=self.cfg.train.keep_checkpoints, modules=self.modules())
+
+    def snapshot(self) -> tuple:
+        """The pre-step sampling state, so that an interrupt during rollouts checkpoints it exactly."""
+        return (self.sampler.position, rng_state(self.engine.generator), self.rollouts_done,
+                None if self.dfilter is None else self.dfilter.state_dict())
+
+    def restore(self, snap: tuple) -> None:
+        self.sampler.position, rngs, self.rollouts_done, fstate = snap
+        set_rng_state(rngs, self.engine.generator)
+        if self.dfilter is not None:
+            self.dfilter.load_state_dict(fstate)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, tag: str) -> dict:
+        return evaluate_heldout(self.engine, self.heldout, self.verifier, self.cfg, tag, self.out_dir)
+
+    # ------------------------------------------------------------------ one step
+    def start_worker(self) -> None:
+        """``train.async_steps`` / ``train.rollout_worker``: rollouts from a generator process, k steps ahead."""
+        tcfg = self.cfg.train
+        if not (tcfg.async_steps > 0 or tcfg.rollout_worker):
+            return
+        from rlvr.rollout.async_rollouts import AsyncRollouts
+
+        self.worker = AsyncRollouts(self.model, self.tokenizer, self.train_problems, self.params, self.cfg,
+                                    verifier=self.injected_verifier, dfilter=self.dfilter, start=self.start_step,
+                                    end=tcfg.steps, max_ahead=tcfg.async_steps,
+                                    data_position=self.sampler.position,
+                                    generator_state=self.engine.generator.get_state(), device=self.device)
+
+    def collect(self, step: int) -> Rollouts:
+        """Sample, verify and reward ``train.prompts_per_step`` groups (in process, or from the generator process)."""
+        tcfg, acct = self.cfg.train, self.acct
+        if self.worker is None:
+            t0 = time.perf_counter()
+            samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
+                self.engine, self.sampler, self.verifier, self.params, self.cfg, step, self.dfilter,
+                budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None)
+            acct.add_time("generate", t_gen)
+            acct.add_time("verify", time.perf_counter() - t0 - t_gen)
+            out = Rollouts(samples, verdicts, rewards, rounds, generated)
+        else:
+            with acct.phase("wait"):
+                rb = self.worker.get(step)
+            acct.add_time("generate", rb.gen_time)
+            acct.add_time("verify", rb.verify_time)
+            # the generator's state after this batch is what a checkpoint must resume from
+            self.sampler.position = rb.state["data_position"]
+            self.engine.generator.set_state(rb.state["generator"])
+            if self.dfilter is not None:
+                self.dfilter.load_state_dict(rb.state["difficulty_filter"])
+            out = Rollouts(rb.samples, rb.verdicts, rb.rewards, rb.rounds, rb.generated,
+                           lag={"policy_version": rb.version, "staleness": rb.staleness,
+                                "rollout_peak_rss_mb": rb.peak_rss_mb})
+        self.rollouts_done += out.generated
+        return out
+
+    def advantages(self, ro: Rollouts) -> Scored:
+        """The batch, with KL folded into the reward if asked, and advantages from the configured estimator.
+
+        The estimator's registry entry says what else it needs: ``values`` (PPO's
+        critic, GAE; the returns become the critic's targets) or ``entropy``.
+        """
+        cfg, alg = self.cfg, self.cfg.algorithm
+        batch = collate(ro.samples, torch.zeros(len(ro.samples)), self.engine.pad_id)
+        rewards, seq_kl, token_kl = ro.rewards, None, None
+        if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
+            token_kl = reference_kl(self.ref_model, batch, cfg, self.device)
+            seq_kl = token_kl.sum(-1)
+            if self.critic is None:  # PPO subtracts it token by token instead (ppo_gae_advantages)
+                rewards = rewards - alg.kl_coef * seq_kl
+        value_row: dict[str, float] = {}
+        inputs: dict[str, torch.Tensor] = {}
+        if "entropy" in self.needs:  # e.g. zero-variance groups shaped by the policy's entropy
+            inputs["entropy"] = policy_entropy(self.model, batch, cfg, self.device)
+        if "mask" in self.needs:
+            inputs["mask"] = batch.completion_mask
+        if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
+            batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
+            advantages, batch.returns = ppo_gae_advantages(
+                rewards, batch.values, batch.completion_mask, kl=token_kl,
+                kl_coef=alg.kl_coef if token_kl is not None else 0.0, **alg.advantage_params)
+            value_row = value_diagnostics(batch)
+        else:
+            advantages = self.estimator(rewards, cfg.rollout.group_size, **inputs)
+        batch.advantages = advantages.float()
+        return Scored(batch, rewards, advantages, seq_kl, value_row)
+
+    def learn(self, step: int, scored: Scored) -> dict[str, float]:
+        """The policy (and critic) update, the LR schedules, the weight sync and any reference reset."""
+        alg = self.cfg.algorithm
+        with self.acct.phase("learn"):
+            learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
+                                  critic=self.critic, critic_optimizer=self.critic_optimizer,
+                                  train_policy=step >= alg.value.warmup_steps or self.critic is None)
+            self.scheduler.step()
+            if self.critic_scheduler is not None:
+                self.critic_scheduler.step()
+        with self.acct.phase("sync"):
+            self.engine.sync_weights(self.model)
+            if self.worker is not None:
+                self.worker.send_weights(step + 1, self.model)
+        if self.ref_reset is not None:
+            kl_now = float(scored.seq_kl.mean()) if scored.seq_kl is not None else learn.get("kl")
+            learn["ref_reset"] = 0
+            if self.ref_reset.should_reset(step + 1, kl_now):
+                self.ref_model.load_state_dict(self.model.state_dict())
+                if alg.ref_reset_optimizer:
+                    self.optimizer.state.clear()
+                self.ref_reset.mark_reset(step + 1)
+                learn["ref_reset"] = 1
+        return learn
+
+    def log(self, step: int, ro: Rollouts, scored: Scored, learn: dict[str, float]) -> dict[str, Any]:
+        """One metrics row: rollout statistics, advantages, learner diagnostics, timing; written and returned."""
+        cfg, samples, rewards, advantages = self.cfg, ro.samples, scored.rewards, scored.advantages
+        gen_tokens = sum(s.num_tokens for s in samples)
+        self.acct.add_tokens(gen_tokens)
+        timing = self.acct.row()
+        ref_reset = learn.pop("ref_reset", None)
+        row = {
+            "step": step + 1,
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+            "accuracy": sum(v.correct for v in ro.verdicts) / len(ro.verdicts),
+            "response_length": gen_tokens / len(samples),
+            "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
+            "zero_variance_groups": float(group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
+            "sampling_rounds": ro.rounds, "rollouts": self.rollouts_done,
+            "adv_mean": float(advantages.mean()),
+            "adv_std": float(advantages.std()) if len(advantages) > 1 else 0.0,
+            "adv_abs_mean": float(advantages.abs().mean()),
+            "lr": self.scheduler.get_last_lr()[0],
+            **learn,
+            **scored.value_row,  # PPO: explained variance and mean of the critic's values vs returns
+            **timing,  # gen/verify/learn/sync/wait/step time, tokens/s, peak_rss_mb
+            **ro.lag,  # async: policy_version, staleness, rollout process peak memory
+        }
+        if scored.seq_kl is not None:
+            row["kl_in_reward"] = float(scored.seq_kl.mean())
+        if ref_reset is not None:
+            row["ref_reset"] = ref_reset
+        if self.dfilter is not None:
+            row["filter_tracked_prompts"] = len(self.dfilter)
+        self.metrics_log.log(row)
+        return row
+
+    def show(self, row: dict[str, Any]) -> None:
+        """The step's callback and progress-bar line."""
+        if self.on_step is not None:
+            self.on_step(row)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['response_length']:.0f}",
+                                 kl=f"{row.get('kl', 0):.3f}", s=f"{row['step_time']:.1f}")
+
+    # ------------------------------------------------------------------ the loop
+    def begin(self) -> dict[str, Any]:
+        """Resume if asked, write the config, open the logs and evaluate before training."""
+        cfg, tcfg, out_dir = self.cfg, self.cfg.train, self.out_dir
+        if tcfg.resume:
+            self.resume()
+        save_config(cfg, out_dir / "config.yaml")
+        resume_from = self.start_step if tcfg.resume else None
+        self.metrics_log = MetricsLogger(out_dir, resume_from_step=resume_from)
+        self.heldout_log = MetricsLogger(out_dir, resume_from_step=resume_from, tensorboard=False,
+                                         name="heldout.jsonl") if cfg.eval.every and self.heldout else None
+        summary: dict[str, Any] = {"output_dir": str(out_dir)}
+        if cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
+            print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
+        if (out_dir / "eval_before.json").exists():
+            summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+        if tcfg.progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=tcfg.steps, initial=self.start_step, desc=describe_run(cfg), unit="step",
+                            dynamic_ncols=True)
+        self.acct = StepAccounting(self.device)  # per-step time split, tokens/s, peak memory
+        return summary
+
+    def step(self, step: int) -> dict[str, Any]:
+        """One training step: collect, advantages, learn, log (the update and its log line are one unit)."""
+        self.acct.start_step()
+        ro = self.collect(step)
+        scored = self.advantages(ro)
+        with deferred_interrupts():  # Ctrl-C waits for the update and its log line
+            learn = self.learn(step, scored)
+            row = self.log(step, ro, scored, learn)
+            self.snap = None  # the step is done: an interrupt from here on checkpoints after it
+        return row
+
+    def train(self) -> dict[str, Any]:
+        """Set up, train ``train.steps`` steps (checkpointing, periodic evals), evaluate; returns a summary."""
+        cfg, tcfg = self.cfg, self.cfg.train
+        self.setup()
+        summary = self.begin()
+        step, row, self.snap = self.start_step, {}, None
+        try:
+            self.start_worker()
+            for step in range(self.start_step, tcfg.steps):
+                if tcfg.max_rollouts and self.rollouts_done >= tcfg.max_rollouts:
+                    print(f"rollout budget reached ({self.rollouts_done} >= train.max_rollouts={tcfg.max_rollouts})")
+                    break
+                self.snap = self.snapshot()
+                row = self.step(step)
+                self.show(row)
+                if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
+                    with deferred_interrupts():
+                        self.checkpoint(step + 1)
+                if self.heldout_log is not None and (step + 1) % cfg.eval.every == 0:
+                    self.heldout_log.log(self.periodic_eval(step + 1))
+            else:
+                step = tcfg.steps
+        except KeyboardInterrupt:
+            self.interrupted(step, self.snap)
+        finally:
+            if self.worker is not None:
+                self.worker.close()
+        return self.finish(summary, step, row)
+
+    def periodic_eval(self, step: int) -> dict:
+        return periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done)
+
+    def interrupted(self, step: int, snap: tuple | None) -> None:
+        """Ctrl-C: checkpoint the last finished step (restoring the pre-step sampling state) and raise."""
+        done = step + (0 if snap is not None else 1)
+        if snap is not None:
+            self.restore(snap)
+        if self.bar is not None:
+            self.bar.close()
+        path = self.checkpoint(done)
+        self.metrics_log.close()
+        print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
+        raise TrainingInterrupted() from None
+
+    def finish(self, summary: dict[str, Any], step: int, row: dict[str, Any]) -> dict[str, Any]:
+        """Close the logs, write the final checkpoint, evaluate after training and write summary.json."""
+        cfg, tcfg, out_dir = self.cfg, self.cfg.train, self.out_dir
+        if self.bar is not None:
+            self.bar.close()
+        self.metrics_log.close()
+        if self.heldout_log is not None:
+            if step > self.start_step and step % cfg.eval.every:  # the run ended between two evals: one at the end
+                self.heldout_log.log(self.periodic_eval(step))
+            self.heldout_log.close()
+        final = self.checkpoint(step) if tcfg.steps > self.start_step or latest_checkpoint(out_dir) is None else \
+            latest_checkpoint(out_dir)
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        if cfg.eval.after_training and self.heldout:
+            after = self.evaluate("after")
+            summary["eval_after"] = after
+            if "eval_before" in summary:
+                print("held-out accuracy before training: " + format_eval(summary["eval_before"]))
+            print("held-out accuracy after training:  " + format_eval(after))
+        (out_dir / "summary.json").write_text(json.dumps(
+            {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
+        return summary
+
+
+def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
+    """Run the configured recipe; returns a summary (final metrics, eval results, paths).
+
+    Keyword arguments (``model``, ``tokenizer``, ``problems``, ``verifier``,
+    ``on_step``) are passed to the recipe.  With ``distributed.learner=actor`` the
+    recipe class is passed, as a value, to a Ray learner actor.
+    """
+    if cfg.distributed.fsdp:  # one rank of an FSDP2 learner, started by torchrun
+        from rlvr.recipes.fsdp import train_fsdp
+
+        return train_fsdp(cfg, **kwargs)
+    cls = RLRecipe
+    if cfg.distributed.backend == "ray" and cfg.distributed.learner == "actor":
+        from rlvr.distributed.ray_backend import train_on_cluster
+
+        return train_on_cluster(cls, cfg, **kwargs)
+    return cls(cfg, **kwargs).train()

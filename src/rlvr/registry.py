@@ -1,0 +1,217 @@
+"""One small generic registry for every kind of pluggable component.
+
+Each entry is a name, the object (a function or a class), a typed parameter model
+(a pydantic model: the keyword options the component takes), the extra inputs it
+needs from the recipe (``entropy``, ``values``, ``mask``, ...) and a one-line doc.
+Config validation, ``--help`` text and CLI choices are read from these entries, so
+adding a component is one decorated function or class in one file::
+
+    from pydantic import BaseModel
+    from rlvr.algorithms.advantages import ADVANTAGES
+
+    class MyParams(BaseModel, extra="forbid"):
+        scale: float = 1.0
+
+    @ADVANTAGES.register("scaled", params=MyParams, doc="GRPO times a constant")
+    def scaled_advantages(rewards, group_size, *, scale=1.0): ...
+
+``ADVANTAGES.validate_params("scaled", {"scale": 2}, key="algorithm.advantage_params")``
+checks options when a config loads, before any model is built; a bad name or
+option raises :class:`RegistryError` naming the key and listing what is accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterable, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+__all__ = ["Registry", "Entry", "RegistryError", "NoParams", "params_from_signature"]
+
+T = TypeVar("T")
+
+
+class RegistryError(ValueError):
+    """An unknown component name, or options a component does not accept."""
+
+
+class NoParams(BaseModel):
+    """A component without options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One registered component."""
+
+    name: str
+    obj: T
+    params: type[BaseModel]
+    needs: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
+    doc: str = ""
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    def options(self) -> list[str]:
+        """The option names this component accepts."""
+        return list(self.params.model_fields)
+
+
+def params_from_signature(fn: Callable, skip: int = 0, name: str | None = None,
+                          exclude: Iterable[str] = ()) -> type[BaseModel]:
+    """A pydantic model of ``fn``'s options: its parameters after the first ``skip``, less ``exclude``.
+
+    Parameters without a default are required options.  Annotations are kept
+    where they resolve; ``**kwargs`` lets unknown options through (the component
+    forwards them).  Used when a component does not declare its own parameter model.
+    """
+    sig = inspect.signature(fn)
+    try:
+        hints = inspect.get_annotations(fn, eval_str=True)
+    except Exception:  # an annotation that does not resolve at run time
+        hints = {}
+    fields: dict[str, Any] = {}
+    exclude = set(exclude)
+    extra = "forbid"
+    for i, (pname, p) in enumerate(sig.parameters.items()):
+        if p.kind is p.VAR_KEYWORD:
+            extra = "allow"
+        if i < skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or pname in exclude:
+            continue
+        fields[pname] = (hints.get(pname, Any), ... if p.default is p.empty else p.default)
+    model_name = name or f"{getattr(fn, '__name__', 'component')}_params"
+    return create_model(model_name, __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **fields)
+
+
+class Registry(Generic[T]):
+    """Named components of one kind (``kind`` appears in error messages: "advantage estimator", ...)."""
+
+    def __init__(self, kind: str, skip: int = 0):
+        """``kind`` names the components in messages; ``skip``: leading call arguments that are not options."""
+        self.kind = kind
+        self.skip = skip
+        self._entries: dict[str, Entry[T]] = {}
+
+    # ------------------------------------------------------------------ registering
+    def register(self, name: str, *, params: type[BaseModel] | None = None, needs: Iterable[str] = (),
+                 inputs: Iterable[str] = (), doc: str | None = None, tags: Iterable[str] = (),
+                 skip: int | None = None) -> Callable[[T], T]:
+        """Decorator: register ``obj`` under ``name`` and return it unchanged.
+
+        ``params``: the option model (default: derived from the signature's
+        parameters after the registry's ``skip`` leading ones).  ``needs``: extra
+        inputs the recipe must supply; ``inputs``: ones it may supply (neither is
+        an option).  ``doc``: one line (default: the first line
+        of the docstring).  Registering a different object under a taken name is an
+        error; re-registering the same one (a module reload) is allowed.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
+
+        def decorator(obj: T) -> T:
+            self.add(name, obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=tags, skip=skip)
+            return obj
+
+        return decorator
+
+    def add(self, name: str, obj: T, *, params: type[BaseModel] | None = None, needs: Iterable[str] = (),
+            inputs: Iterable[str] = (), doc: str | None = None, tags: Iterable[str] = (),
+            skip: int | None = None) -> Entry[T]:
+        """Register ``obj`` under ``name`` (the non-decorator form of :meth:`register`)."""
+        old = self._entries.get(name)
+        if old is not None and _origin(old.obj) != _origin(obj):
+            raise ValueError(f"a {self.kind} named {name!r} is already registered ({old.obj!r})")
+        needs, inputs = frozenset(needs), frozenset(inputs)
+        if params is None:
+            skip = self.skip if skip is None else skip
+            params = params_from_signature(obj, skip=skip, name=f"{name}_params", exclude=needs | inputs) \
+                if callable(obj) else NoParams
+        if doc is None:
+            doc = (inspect.getdoc(obj) or "").strip().splitlines()[0] if inspect.getdoc(obj) else ""
+        entry = Entry(name=name, obj=obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=frozenset(tags))
+        self._entries[name] = entry
+        return entry
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (tests that register throw-away components clean up with this)."""
+        self._entries.pop(name, None)
+
+    # ------------------------------------------------------------------ reading
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __getitem__(self, name: str) -> T:
+        return self.entry(name).obj
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(self, name: str, key: str | None = None) -> Entry[T]:
+        """The entry of ``name``; an unknown name raises :class:`RegistryError` listing the known ones."""
+        try:
+            return self._entries[name]
+        except KeyError:
+            where = f"{key}: " if key else ""
+            close = difflib.get_close_matches(str(name), self.names(), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise RegistryError(f"{where}unknown {self.kind} {name!r}; registered: "
+                                f"{', '.join(self.names()) or 'none'}{hint}") from None
+
+    def get(self, name: str) -> T:
+        """The registered object of ``name``."""
+        return self.entry(name).obj
+
+    def validate_params(self, name: str, params: dict[str, Any] | None, key: str = "params") -> dict[str, Any]:
+        """``params`` checked against ``name``'s option model; returns them with defaults filled in.
+
+        The error names ``key`` (e.g. ``algorithm.advantage_params``), the bad
+        option and the accepted ones.
+        """
+        entry = self.entry(name)
+        params = dict(params or {})
+        try:
+            model = entry.params.model_validate(params)
+        except ValidationError as e:
+            accepted = ", ".join(entry.options()) or "none"
+            problems = []
+            for err in e.errors():
+                loc = ".".join(str(x) for x in err["loc"])
+                msg = "not an option" if err["type"] == "extra_forbidden" else err["msg"]
+                problems.append(f"{key}.{loc}: {msg}" if loc else f"{key}: {msg}")
+            raise RegistryError(f"{'; '.join(problems)} (the {self.kind} {name!r} accepts: {accepted})") from None
+        return {k: getattr(model, k) for k in params}  # coerced values of the options given
+
+    def build(self, name: str, *args: Any, **params: Any) -> Any:
+        """Call ``name``'s object with ``params`` validated (a factory or class)."""
+        self.validate_params(name, params)
+        return self.entry(name).obj(*args, **params)
+
+    def describe(self) -> str:
+        """One line per entry: ``name  doc  (options: ...; needs: ...)`` for ``--help``."""
+        rows = []
+        for n in self.names():
+            e = self._entries[n]
+            extra = []
+            if e.options():
+                extra.append("options: " + ", ".join(e.options()))
+            if e.needs:
+                extra.append("needs: " + ", ".join(sorted(e.needs)))
+            rows.append(f"{n}: {e.doc}" + (f" ({'; '.join(extra)})" if extra else ""))
+        return "\n".join(rows)
+
+
+def _origin(obj: Any) -> tuple[Any, ...]:
+    """Where an object was defined; a reloaded module's object has the same origin."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return (module, qualname) if module and qualname else (id(obj),)

@@ -1,0 +1,93 @@
+"""Collecting one step's rollouts: draw prompts, sample groups, verify, shape rewards, refill (DAPO).
+
+``collect_rollouts`` is shared by the in-process recipe, the asynchronous generator
+process (:mod:`rlvr.rollout.async_rollouts`) and the FSDP recipe.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from rlvr.algorithms.sampling import DifficultyFilter, informative_groups
+from rlvr.engines import SamplingParams
+from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
+from rlvr.tasks.sampler import PromptSampler
+from rlvr.types import Problem
+from rlvr.verifiers import safe_verify
+
+__all__ = ["collect_rollouts", "draw_prompts"]
+
+
+def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
+    """``k`` prompts; with a difficulty filter, prompts outside its pass-rate band are skipped.
+
+    At most ``8 k`` prompts are examined per call; if the band holds fewer than
+    ``k`` of them the rest are taken unfiltered, so a step never stalls.
+    """
+    if dfilter is None:
+        return sampler.next(k)
+    out: list[Problem] = []
+    for _ in range(8 * k):
+        if len(out) == k:
+            break
+        p = sampler.next(1)[0]
+        if dfilter.keep(p.id):
+            out.append(p)
+    return out + (sampler.next(k - len(out)) if len(out) < k else [])
+
+
+def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg, step: int,
+                      dfilter: DifficultyFilter | None = None, budget_left: int | None = None):
+    """Sample ``prompts_per_step`` groups, verify them and turn verdicts into rewards.
+
+    Reward shaping on top of the verifier: optional noise injection (for
+    noisy-verifier experiments; ``accuracy`` keeps the true verdicts) and DAPO's
+    soft overlong punishment.  With ``algorithm.dynamic_sampling`` all-equal-reward
+    groups are dropped and more prompts are drawn, up to ``max_sampling_rounds``
+    generation rounds; if still short the batch is topped up with dropped groups
+    (their advantage is 0, so they only count towards the step's statistics).
+
+    With a difficulty filter, prompts outside its band are skipped before
+    generation and every generated group updates the prompt's running pass rate
+    (from the true verdicts).  LASER adds a bonus to correct answers within
+    ``reward.laser_target_length`` tokens.
+
+    Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
+    """
+    G, P, rcfg = params.n, cfg.train.prompts_per_step, cfg.reward
+    noise = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)  # resume-exact
+    kept: list[tuple] = []
+    dropped: list[tuple] = []
+    t_gen, rounds = 0.0, 0
+    max_rounds = cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1
+    if budget_left is not None:  # train.max_rollouts: extra rounds may not overshoot the budget
+        max_rounds = max(1, min(max_rounds, budget_left // (P * G)))
+    while len(kept) < P and rounds < max_rounds:
+        rounds += 1
+        problems = draw_prompts(sampler, P, dfilter)
+        t0 = time.perf_counter()
+        groups = engine.generate(problems, params)
+        t_gen += time.perf_counter() - t0
+        for problem, group in zip(problems, groups):
+            verdicts = [safe_verify(verifier, s.text, problem.answer) for s in group]
+            correct = torch.tensor([float(v.correct) for v in verdicts])
+            if dfilter is not None:
+                dfilter.update([problem.id], correct, G)
+            if rcfg.flip_false_positive or rcfg.flip_false_negative:
+                correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
+            reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * correct
+            lengths = torch.tensor([float(s.num_tokens) for s in group])
+            if rcfg.laser_target_length:  # LASER's reward is 1[correct] + bonus: add the bonus alone
+                reward = reward + laser_reward(correct, lengths, rcfg.laser_target_length,
+                                               alpha=rcfg.laser_alpha) - correct
+            if rcfg.overlong_cache_len:
+                reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
+            informative = bool(informative_groups(reward, G)[0])
+            (kept if informative or not cfg.algorithm.dynamic_sampling else dropped).append((group, verdicts, reward))
+    chosen = (kept + dropped)[:P]
+    samples = [s for g, _, _ in chosen for s in g]
+    verdicts = [v for _, vs, _ in chosen for v in vs]
+    rewards = torch.cat([r for _, _, r in chosen])
+    return samples, verdicts, rewards, rounds, t_gen, (len(kept) + len(dropped)) * G

@@ -121,7 +121,7 @@ def initial_accuracy(out: Path) -> dict:
     from rlvr.engines import HFEngine
     from rlvr.engines.hf import sampler_dtype
     from rlvr.recipes.config import RunConfig
-    from rlvr.tasks.sampler import build_task
+    from rlvr.tasks.registry import build_task
     from rlvr.verifiers import get_verifier
 
     cfg = load_config(RunConfig, None, BASE)

@@ -48,7 +48,7 @@ VARIANTS = {
 def run_variant(args) -> dict:
     from rlvr.config import load_config
     from rlvr.recipes.config import RunConfig
-    from rlvr.tasks.sampler import build_task
+    from rlvr.tasks.registry import build_task
     from rlvr.recipes.rl import train
     from rlvr.learner.metrics import read_metrics
 

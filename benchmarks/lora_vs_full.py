@@ -33,7 +33,7 @@ def run_variant(args) -> dict:
     from rlvr.config import load_config
     from rlvr.utils.accounting import peak_rss_mb
     from rlvr.recipes.config import RunConfig
-    from rlvr.tasks.sampler import build_task
+    from rlvr.tasks.registry import build_task
     from rlvr.recipes.rl import train
     from rlvr.learner.metrics import read_metrics
 

@@ -83,7 +83,7 @@ def _cmd_eval(ns) -> int:
             problems = load_problems(task, ns.path or cfg.task.path, prompt_field=ns.prompt_field or cfg.task.prompt_field,
                                      answer_field=ns.answer_field or cfg.task.answer_field)
         else:  # the held-out split of the configured task (what `rlvr train` evaluates)
-            from rlvr.tasks.sampler import build_task
+            from rlvr.tasks.registry import build_task
 
             task = cfg.task.name
             problems = build_task(cfg.task)[1][: cfg.eval.num_problems]

@@ -55,6 +55,9 @@ class Entry(Generic[T]):
     inputs: frozenset[str] = frozenset()
     doc: str = ""
     tags: frozenset[str] = field(default_factory=frozenset)
+    check: Callable[..., None] | None = None
+    """Optional ``check(params, **context)`` raising ValueError when the options do not fit the run
+    (e.g. pass@k's ``k`` larger than the group); called when a config loads."""
 
     def options(self) -> list[str]:
         """The option names this component accepts."""
@@ -99,7 +102,7 @@ class Registry(Generic[T]):
     # ------------------------------------------------------------------ registering
     def register(self, name: str, *, params: type[BaseModel] | None = None, needs: Iterable[str] = (),
                  inputs: Iterable[str] = (), doc: str | None = None, tags: Iterable[str] = (),
-                 skip: int | None = None) -> Callable[[T], T]:
+                 skip: int | None = None, check: Callable[..., None] | None = None) -> Callable[[T], T]:
         """Decorator: register ``obj`` under ``name`` and return it unchanged.
 
         ``params``: the option model (default: derived from the signature's
@@ -113,14 +116,14 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
 
         def decorator(obj: T) -> T:
-            self.add(name, obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=tags, skip=skip)
+            self.add(name, obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=tags, skip=skip, check=check)
             return obj
 
         return decorator
 
     def add(self, name: str, obj: T, *, params: type[BaseModel] | None = None, needs: Iterable[str] = (),
             inputs: Iterable[str] = (), doc: str | None = None, tags: Iterable[str] = (),
-            skip: int | None = None) -> Entry[T]:
+            skip: int | None = None, check: Callable[..., None] | None = None) -> Entry[T]:
         """Register ``obj`` under ``name`` (the non-decorator form of :meth:`register`)."""
         old = self._entries.get(name)
         if old is not None and _origin(old.obj) != _origin(obj):
@@ -132,7 +135,8 @@ class Registry(Generic[T]):
                 if callable(obj) else NoParams
         if doc is None:
             doc = (inspect.getdoc(obj) or "").strip().splitlines()[0] if inspect.getdoc(obj) else ""
-        entry = Entry(name=name, obj=obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=frozenset(tags))
+        entry = Entry(name=name, obj=obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=frozenset(tags),
+                      check=check)
         self._entries[name] = entry
         return entry
 
@@ -171,6 +175,16 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The registered object of ``name``."""
         return self.entry(name).obj
+
+    def check(self, name: str, params: dict[str, Any] | None, key: str = "params", **context: Any) -> None:
+        """Validate ``params`` and run the entry's ``check`` against the run's ``context`` (e.g. ``group_size``)."""
+        entry = self.entry(name, key=key)
+        params = self.validate_params(name, params, key=key)
+        if entry.check is not None:
+            try:
+                entry.check(params, **context)
+            except ValueError as e:
+                raise RegistryError(f"{key}: {e} (the {self.kind} {name!r})") from None
 
     def validate_params(self, name: str, params: dict[str, Any] | None, key: str = "params") -> dict[str, Any]:
         """``params`` checked against ``name``'s option model; returns them with defaults filled in.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Problem", "Sample", "Verdict", "Batch"]
+__all__ = ["Problem", "Sample", "Verdict", "Batch", "problem_text"]
 
 
 @dataclass
@@ -109,3 +109,13 @@ class Batch:
     ref_logprobs: Any | None = None
     values: Any | None = None
     returns: Any | None = None
+
+
+def problem_text(problem: Any) -> str:
+    """The question of a :class:`~rlvr.types.Problem` or a stored-samples record (its last user message)."""
+    prompt = getattr(problem, "prompt", None)
+    if prompt:
+        return str(prompt)
+    msgs = getattr(problem, "messages", None) or []
+    users = [m.get("content", "") for m in msgs if m.get("role") == "user"]
+    return users[-1] if users else ""

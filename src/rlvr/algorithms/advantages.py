@@ -444,7 +444,13 @@ _A.add("reinforce_pp_baseline", functools.partial(reinforce_pp_advantages, basel
        params=params_from_signature(reinforce_pp_advantages, skip=2, exclude={"mask", "kl", "baseline"}),
        inputs={"mask", "kl"}, doc="REINFORCE++ with the group mean as baseline")
 _A.add("gae", _gae_estimator, needs={"values", "mask"}, inputs={"kl", "kl_coef"}, tags={"single_sample", "critic"})
-_A.add("passk", passk_advantages)
+def _check_passk(params: dict, group_size: int, **_) -> None:
+    k = params.get("k", 4)
+    if k > group_size:
+        raise ValueError(f"k={k} needs at least k samples per group: rollout.group_size={group_size} < k")
+
+
+_A.add("passk", passk_advantages, check=_check_passk)
 _A.add("psr", psr_advantages)
 _A.add("nsr", nsr_advantages)
 _A.add("w_reinforce", w_reinforce_advantages)

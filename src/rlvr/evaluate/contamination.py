@@ -125,16 +125,15 @@ def load_texts(spec: str, role: str = "eval", fields: Sequence[str] | None = Non
                 raise DatasetError(f"{p}:{line_no}: no text field ({want})")
             out.append((str(row.get("id", f"{p.name}:{line_no}")), "\n".join(str(row[f]) for f in names)))
         return out
-    from rlvr.search.scorers import problem_text
+    from rlvr.types import problem_text
     from rlvr.tasks import load_benchmark, load_gsm8k
 
     if spec == "gsm8k":
         problems = load_gsm8k(split="train" if role == "train" else "test")
     elif spec == "arithmetic":
-        from rlvr.recipes.config import TaskConfig
-        from rlvr.tasks.sampler import build_task
+        from rlvr.tasks.registry import TASKS
 
-        train, held = build_task(TaskConfig())
+        train, held = TASKS.get("arithmetic")()  # the default arithmetic task
         problems = train if role == "train" else held
     else:
         try:

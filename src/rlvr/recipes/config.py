@@ -37,8 +37,10 @@ class ModelConfig:
 
 @dataclass
 class TaskConfig:
-    name: Literal["arithmetic", "gsm8k", "math500", "aime24", "amc23", "jsonl"] = option(
-        "arithmetic", "which task supplies training and held-out problems")
+    name: str = option("arithmetic", "which registered task supplies training and held-out problems "
+                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
+    params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
+                                          "task's registry entry)", default_factory=dict)
     path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")
     prompt_field: str = option("prompt", "jsonl task: field holding the prompt")
     answer_field: str = option("answer", "jsonl task: field holding the reference answer")
@@ -97,12 +99,12 @@ class AlgorithmConfig:
     advantage_params: dict[str, Any] = option(None, "estimator hyper-parameters, e.g. {k: 4} for passk, "
                                               "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
                                               "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
-    policy_loss: Literal["ppo_clip", "dual_clip", "gspo", "topr"] = option(
-        "ppo_clip", "policy loss (PPO-clip, dual-clip, GSPO sequence ratio, TOPR)")
+    policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
+                                          "dual_clip, gspo, topr)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
                                                 "dual_clip; gspo/topr clip ranges", default_factory=dict)
     entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
-    is_correction: Literal["none", "tis", "mis"] = option(
+    is_correction: str = option(
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
                                        default_factory=dict)
@@ -111,7 +113,8 @@ class AlgorithmConfig:
     clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
-    kl_estimator: Literal["k1", "k2", "k3"] = option("k3", "per-token KL estimator (Schulman 2020)")
+    kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
+                                     "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
         "token_mean", "how per-token losses are averaged")
     kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
@@ -133,6 +136,8 @@ class AlgorithmConfig:
 @dataclass
 class RewardConfig:
     verifier: str = option("numeric", "registered verifier name scoring each completion")
+    verifier_params: dict[str, Any] = option(None, "options of the verifier, e.g. {tolerance: 0.01} for numeric",
+                                             default_factory=dict)
     correct_reward: float = option(1.0, "reward when the verifier accepts")
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
     overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
@@ -227,26 +232,40 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
+    def _validate_registered(self) -> None:
+        """Every registry name and its options, checked before any model loads (errors name the key)."""
+        from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
+        from rlvr.tasks.registry import TASKS, task_options
+        from rlvr.verifiers import VERIFIERS
+
+        a, r = self.algorithm, self.reward
+        ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
+                                   group_size=self.rollout.group_size)
+        POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
+        POLICY_LOSSES.validate_params(a.policy_loss, a.policy_loss_params, key="algorithm.policy_loss_params")
+        KL_ESTIMATORS.entry(a.kl_estimator, key="algorithm.kl_estimator")
+        IS_CORRECTIONS.entry(a.is_correction, key="algorithm.is_correction")
+        IS_CORRECTIONS.validate_params(a.is_correction, a.is_params, key="algorithm.is_params")
+        VERIFIERS.entry(r.verifier, key="reward.verifier")
+        VERIFIERS.validate_params(r.verifier, r.verifier_params, key="reward.verifier_params")
+        TASKS.entry(self.task.name, key="task.name")
+        task_options(self.task)
+
     def validate(self) -> None:
         if self.train.steps < 0:
             raise ValueError("train.steps must be >= 0")
         if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
             raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
-        from rlvr.algorithms.advantages import ADVANTAGE_ESTIMATORS
-
+        self._validate_registered()
         adv = self.algorithm.advantage
-        if adv not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"algorithm.advantage: unknown estimator {adv!r}; "
-                             f"known: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
         if adv == "gae":
             v = self.algorithm.value
             if v.coef <= 0 or v.lr <= 0 or v.warmup_steps < 0 or (v.clip is not None and v.clip <= 0):
                 raise ValueError("algorithm.value: need coef > 0, lr > 0, warmup_steps >= 0 and clip > 0 (or null)")
-            unknown = set(self.algorithm.advantage_params) - {"gamma", "lam", "whiten"}
-            if unknown:
-                raise ValueError(f"algorithm.advantage_params: gae takes gamma, lam and whiten, not "
-                                 f"{', '.join(sorted(unknown))}")
-        if self.rollout.group_size < 2 and adv not in ("reinforce", "reinforce_pp", "gae"):
+        from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+
+        if self.rollout.group_size < 2 and "single_sample" not in ADVANTAGE_ESTIMATORS.entry(adv).tags:
             raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
         if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):
             raise ValueError("reward.flip_false_positive and reward.flip_false_negative must be in [0, 1)")

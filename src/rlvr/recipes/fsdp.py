@@ -59,8 +59,13 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
         "eval.every": bool(cfg.eval.every),
-        "algorithm.advantage=gae (PPO critic)": alg.advantage == "gae",
     }
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+
+    needs = ADVANTAGE_ESTIMATORS.entry(alg.advantage).needs if alg.advantage in ADVANTAGE_ESTIMATORS else set()
+    if needs:  # the FSDP learner calls the estimator on rewards alone
+        bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
+            "does not compute)"] = True
     return [k for k, on in bad.items() if on]
 
 
@@ -105,7 +110,7 @@ def _global_rollout_stats(samples, verdicts, rewards, advantages, G: int, rounds
     (n, r, r2, correct, tokens, stop, zv, groups, a, a2, aa, rounds, generated) = local.tolist()
 
     def std(s, s2):  # unbiased, as torch.std
-        return ((s2 - s * s / n) / (n - 1)) ** 0.5 if n > 1 else 0.0
+        return max(0.0, (s2 - s * s / n) / (n - 1)) ** 0.5 if n > 1 else 0.0  # rounding can make it < 0
 
     return {"reward_mean": r / n, "reward_std": std(r, r2), "accuracy": correct / n,
             "response_length": tokens / n, "stop_fraction": stop / n, "zero_variance_groups": zv / groups,
@@ -175,7 +180,7 @@ def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_st
         shard_model(ref_model, mesh, mixed_precision=dcfg.mixed_precision)
 
     train_problems, heldout = problems if problems is not None else build_task(cfg.task)
-    verifier = verifier or get_verifier(cfg.reward.verifier)
+    verifier = verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
     estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
     engine = HFEngine(sampler_model, tokenizer, batch_size=cfg.rollout.batch_size,
                       system_prompt=cfg.task.system_prompt)

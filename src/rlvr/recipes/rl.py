@@ -181,7 +181,7 @@ class RLRecipe:
 
             self.ref_model = frozen_copy(self.model)
         self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
-        self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier)
+        self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
         self.engine = self.make_engine()
         self.engine.generator.manual_seed(tcfg.seed)

@@ -134,7 +134,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         from rlvr.verifiers import get_verifier
 
         model = args["model"].to(args["device"])
-        verifier = args["verifier"] or get_verifier(cfg.reward.verifier)
+        verifier = args["verifier"] or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         merge = cfg.model.lora.merge_for_rollout if is_lora_model(model) else True
         engine = HFEngine(model, args["tokenizer"], batch_size=cfg.rollout.batch_size,
                           system_prompt=cfg.task.system_prompt, dtype=sampler_dtype(cfg.rollout.dtype),

@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
+from rlvr.types import problem_text
+
 __all__ = [
     "Scorer",
     "AGGREGATIONS",
@@ -69,16 +71,6 @@ def split_steps(text: str, delimiter: str = "\n\n") -> list[str]:
     if not delimiter:
         raise ValueError("the step delimiter must be a non-empty string")
     return [s for s in text.split(delimiter) if s.strip()]
-
-
-def problem_text(problem: Any) -> str:
-    """The question of a :class:`~rlvr.types.Problem` or a stored-samples record (its last user message)."""
-    prompt = getattr(problem, "prompt", None)
-    if prompt:
-        return str(prompt)
-    msgs = getattr(problem, "messages", None) or []
-    users = [m.get("content", "") for m in msgs if m.get("role") == "user"]
-    return users[-1] if users else ""
 
 
 @runtime_checkable

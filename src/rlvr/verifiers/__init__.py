@@ -8,6 +8,7 @@ last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
 """
 
 from rlvr.verifiers.base import (
+    VERIFIERS,
     Verifier,
     VerifierFactory,
     get_verifier,
@@ -21,6 +22,7 @@ from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, 
 from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
 
 __all__ = [
+    "VERIFIERS",
     "Verifier",
     "VerifierFactory",
     "register_verifier",

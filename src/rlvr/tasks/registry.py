@@ -1,0 +1,93 @@
+"""The task registry: each task is a function of its typed options returning ``(train, held_out)`` problems.
+
+A task's options are its function's keyword parameters.  The ones that match a
+``task.*`` config field (``num_heldout``, ``seed``, ``path``, ``template``, ...)
+are filled from it; any others come from ``task.params`` and are validated when
+the config loads.  Adding a task is one decorated function in one file::
+
+    from rlvr.tasks.registry import TASKS
+
+    @TASKS.register("countdown")
+    def countdown(num_train: int = 1000, num_heldout: int = 256, seed: int = 0, max_target: int = 100):
+        ...
+        return train_problems, heldout_problems
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, Callable
+
+from rlvr.registry import Registry
+from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split
+from rlvr.tasks.benchmarks import load_benchmark, load_gsm8k
+from rlvr.tasks.jsonl import load_jsonl_problems
+from rlvr.types import Problem
+
+__all__ = ["TASKS", "build_task", "task_options", "held_out_split"]
+
+Split = tuple[list[Problem], list[Problem]]
+TASKS: Registry[Callable[..., Split]] = Registry("task")
+"""Tasks by name: ``fn(**options) -> (train problems, held-out problems)``."""
+
+
+def held_out_split(problems: list[Problem], num_heldout: int, seed: int) -> Split:
+    """The last ``num_heldout`` problems of a seeded shuffle are held out; the rest are for training."""
+    order = list(range(len(problems)))
+    random.Random(seed).shuffle(order)
+    n_held = min(num_heldout, len(problems))
+    held = [problems[i] for i in order[len(order) - n_held:]]
+    train = [problems[i] for i in order[: len(order) - n_held]]
+    return train, held
+
+
+@TASKS.register("arithmetic", doc="generated 'What is a + b?' problems, disjoint train/held-out splits")
+def arithmetic_task(template: str = DEFAULT_TEMPLATE, num_operands: int = 2, min_value: int = 1, max_value: int = 50,
+                    operators: list[str] | None = None, num_train: int = 2000, num_heldout: int = 256,
+                    seed: int = 0) -> Split:
+    spec = ArithmeticSpec(num_operands=num_operands, min_value=min_value, max_value=max_value,
+                          operators=tuple(operators or ["+"]))
+    return arithmetic_split(spec, num_train, num_heldout, seed=seed, template=template)
+
+
+@TASKS.register("gsm8k", doc="GSM8K: trains on its train file, holds out its test file (or a file's split)")
+def gsm8k_task(path: str | None = None, num_heldout: int = 256, seed: int = 0) -> Split:
+    if path is None:  # a real train split exists: never train on test
+        return load_gsm8k(split="train"), load_gsm8k(split="test", limit=num_heldout)
+    return held_out_split(load_benchmark("gsm8k", path=path), num_heldout, seed)
+
+
+def _benchmark_task(name: str) -> Callable[..., Split]:
+    def task(path: str | None = None, num_heldout: int = 256, seed: int = 0) -> Split:
+        return held_out_split(load_benchmark(name, path=path), num_heldout, seed)
+
+    task.__name__ = task.__qualname__ = f"{name}_task"
+    return task
+
+
+for _name in ("math500", "aime24", "amc23"):
+    TASKS.add(_name, _benchmark_task(_name), doc=f"{_name}: an evaluation set; held-out = a seeded subset")
+
+
+@TASKS.register("jsonl", doc="problems from a JSON-lines file (task.path, task.prompt_field, task.answer_field)")
+def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
+               num_heldout: int = 256, seed: int = 0) -> Split:
+    if not path:
+        raise ValueError("task.name=jsonl needs task.path=<file.jsonl>")
+    problems = load_jsonl_problems(os.fspath(path), prompt_field=prompt_field, answer_field=answer_field)
+    return held_out_split(problems, num_heldout, seed)
+
+
+def task_options(cfg: Any) -> dict[str, Any]:
+    """The options of ``cfg.name``'s task: matching ``task.*`` fields, then ``task.params`` (validated)."""
+    entry = TASKS.entry(cfg.name, key="task.name")
+    params = dict(getattr(cfg, "params", None) or {})
+    TASKS.validate_params(cfg.name, params, key="task.params")
+    opts = {k: getattr(cfg, k) for k in entry.options() if hasattr(cfg, k) and k not in params}
+    return {**opts, **params}
+
+
+def build_task(cfg: Any) -> Split:
+    """(train, held-out) problems for a task config section (``task.name`` plus its options)."""
+    return TASKS.get(cfg.name)(**task_options(cfg))

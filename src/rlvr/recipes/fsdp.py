@@ -1,4 +1,6 @@
-"""The GRPO recipe with an FSDP2-sharded learner, one process per GPU (``torchrun``).
+"""The RL recipe with an FSDP2-sharded learner, one process per GPU (``torchrun``): a subclass of
+:class:`rlvr.recipes.rl.RLRecipe` that overrides how set-up, collection, learning, logging and
+checkpoints run; the loop is the base class's.
 
     torchrun --nproc-per-node 4 -m rlvr.cli train CONFIG.yaml distributed.fsdp=true
 
@@ -29,9 +31,8 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,8 +43,17 @@ from rlvr.distributed.sharded_checkpoint import (
     load_checkpoint_sharded,
     save_checkpoint_sharded,
 )
+from rlvr.engines import HFEngine
+from rlvr.engines.hf import sampler_dtype
+from rlvr.learner.checkpoint import latest_checkpoint
+from rlvr.learner.metrics import MetricsLogger
+from rlvr.models.frozen import frozen_copy
+from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
+from rlvr.rollout.collect import collect_rollouts
+from rlvr.tasks.sampler import PromptSampler
+from rlvr.config import save_config
 
-__all__ = ["train_fsdp", "unsupported_with_fsdp"]
+__all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
 
 
 def unsupported_with_fsdp(cfg) -> list[str]:
@@ -118,157 +128,153 @@ def _global_rollout_stats(samples, verdicts, rewards, advantages, G: int, rounds
             "adv_abs_mean": aa / n, "_tokens": tokens, "_generated": generated}
 
 
-def train_fsdp(cfg, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
-               verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None) -> dict[str, Any]:
-    """Run GRPO with an FSDP2 learner on every rank of the process group (see the module docstring).
+class FSDPRecipe(RLRecipe):
+    """:class:`RLRecipe` with every rank a rollout worker and an FSDP2 learner shard (see the module docstring).
 
-    Call it on every rank (``torchrun ... -m rlvr.cli train ... distributed.fsdp=true``
+    Call ``train()`` on every rank (``torchrun ... -m rlvr.cli train ... distributed.fsdp=true``
     does); a process group that is already initialised is used as is.  Returns
-    the same summary as :func:`rlvr.recipes.rl.train` on every rank.
+    the same summary as the base recipe on every rank, plus ``world_size``.
     """
-    bad = unsupported_with_fsdp(cfg)
-    if bad:
-        raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
-    own_group = not dist.is_initialized()  # started by torchrun: this function also tears the group down
-    rank, world, device = init_distributed()
-    try:
-        return _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_step)
-    finally:
-        if own_group and dist.is_initialized():
-            dist.destroy_process_group()  # without it a gloo rank can hang at interpreter exit
 
+    def train(self) -> dict[str, Any]:
+        bad = unsupported_with_fsdp(self.cfg)
+        if bad:
+            raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+        own_group = not dist.is_initialized()  # started by torchrun: the recipe also tears the group down
+        self.rank, self.world, self.device = init_distributed()
+        self.main = self.rank == 0
+        try:
+            return super().train()
+        finally:
+            if own_group and dist.is_initialized():
+                dist.destroy_process_group()  # without it a gloo rank can hang at interpreter exit
 
-def _train(cfg, rank, world, device, model, tokenizer, problems, verifier, on_step) -> dict[str, Any]:
-    from rlvr.algorithms import get_advantage_estimator
-    from rlvr.config import save_config
-    from rlvr.models import load_policy
-    from rlvr.models.frozen import frozen_copy
-    from rlvr.engines import HFEngine, SamplingParams
-    from rlvr.engines.hf import sampler_dtype
-    from rlvr.learner.batching import collate
-    from rlvr.learner.checkpoint import latest_checkpoint
-    from rlvr.tasks.sampler import PromptSampler, build_task
-    from rlvr.learner.update import make_scheduler
-    from rlvr.recipes.rl import evaluate_heldout, format_eval
-    from rlvr.rollout.collect import collect_rollouts
-    from rlvr.learner.metrics import MetricsLogger
-    from rlvr.verifiers import get_verifier
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        tcfg = self.cfg.train
+        if tcfg.prompts_per_step % self.world:
+            raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
+                             f"{self.world} ranks (each rank samples an equal share)")
+        super().setup()
+        self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
+        self.rank_cfg = copy.deepcopy(self.cfg)
+        self.rank_cfg.train.prompts_per_step = tcfg.prompts_per_step // self.world
 
-    tcfg, dcfg = cfg.train, cfg.distributed
-    if tcfg.prompts_per_step % world:
-        raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
-                         f"{world} ranks (each rank samples an equal share)")
-    main = rank == 0
-    out_dir = Path(tcfg.output_dir)
-    if main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    if tcfg.threads:
-        torch.set_num_threads(tcfg.threads)
-    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank for models built in memory
+    def setup_model(self) -> None:
+        """An unsharded sampler copy per rank (generation is per rank), then the policy and reference sharded."""
+        cfg, dcfg = self.cfg, self.cfg.distributed
+        self.model.to(self.device)
+        self.sampler_model = frozen_copy(self.model, sampler_dtype(cfg.rollout.dtype))
+        if cfg.algorithm.kl_coef > 0:
+            self.ref_model = frozen_copy(self.model)
+        mesh = make_mesh(self.device.type)
+        shard_model(self.model, mesh, mixed_precision=dcfg.mixed_precision,
+                    activation_checkpointing=dcfg.activation_checkpointing)
+        if self.ref_model is not None:
+            shard_model(self.ref_model, mesh, mixed_precision=dcfg.mixed_precision)
 
-    if model is None:
-        model, tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
-    model.to(device)
-    sampler_model = frozen_copy(model, sampler_dtype(cfg.rollout.dtype))  # unsharded: generation is per rank
-    ref_model = None
-    if cfg.algorithm.kl_coef > 0:
-        ref_model = frozen_copy(model)
-    mesh = make_mesh(device.type)
-    shard = dict(mixed_precision=dcfg.mixed_precision, activation_checkpointing=dcfg.activation_checkpointing)
-    shard_model(model, mesh, **shard)
-    if ref_model is not None:
-        shard_model(ref_model, mesh, mixed_precision=dcfg.mixed_precision)
+    def make_engine(self):
+        return HFEngine(self.sampler_model, self.tokenizer, batch_size=self.cfg.rollout.batch_size,
+                        system_prompt=self.cfg.task.system_prompt)
 
-    train_problems, heldout = problems if problems is not None else build_task(cfg.task)
-    verifier = verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
-    estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
-    engine = HFEngine(sampler_model, tokenizer, batch_size=cfg.rollout.batch_size,
-                      system_prompt=cfg.task.system_prompt)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr, betas=tuple(tcfg.betas),
-                                  weight_decay=tcfg.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg)
-    sampler = _RankSampler(PromptSampler(train_problems, seed=tcfg.seed), rank, world)
-    rank_cfg = copy.deepcopy(cfg)
-    rank_cfg.train.prompts_per_step = tcfg.prompts_per_step // world
-
-    start_step, rollouts_done = 0, 0
-    if tcfg.resume:
-        ckpt = latest_checkpoint(out_dir)
+    # ------------------------------------------------------------------ checkpoints
+    def resume(self) -> None:
+        ckpt = latest_checkpoint(self.out_dir)
         if ckpt is None:
-            if main:
-                print(f"train.resume=true but no checkpoint in {out_dir}: starting from scratch")
-        else:
-            state = load_checkpoint_sharded(ckpt, model, optimizer, scheduler)
-            start_step, sampler.position = state["step"], state["data_position"]
-            rollouts_done = state.get("rollouts", 0)
-            if main:
-                print(f"resumed from {ckpt} (step {start_step}, saved on {state.get('world_size')} ranks, "
-                      f"now {world})")
-    _sync_sampler(sampler_model, model)
-    if main:
-        save_config(cfg, out_dir / "config.yaml")
-    metrics_log = MetricsLogger(out_dir, resume_from_step=start_step if tcfg.resume else None) if main else None
+            if self.main:
+                print(f"train.resume=true but no checkpoint in {self.out_dir}: starting from scratch")
+            return
+        state = load_checkpoint_sharded(ckpt, self.model, self.optimizer, self.scheduler)
+        self.start_step, self.sampler.position = state["step"], state["data_position"]
+        self.rollouts_done = state.get("rollouts", 0)
+        if self.main:
+            print(f"resumed from {ckpt} (step {self.start_step}, saved on {state.get('world_size')} ranks, "
+                  f"now {self.world})")
 
-    summary: dict[str, Any] = {"output_dir": str(out_dir), "world_size": world}
-    if main and cfg.eval.before_training and heldout and not (out_dir / "eval_before.json").exists():
-        print("held-out accuracy before training: " + format_eval(evaluate_heldout(engine, heldout, verifier, cfg, "before",
-                                                                          out_dir)))
-    dist.barrier()
-    if (out_dir / "eval_before.json").exists():
-        summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+    def checkpoint(self, step: int) -> Path:
+        """Sharded checkpoint with an HF export in ``model/`` (a collective: every rank calls it)."""
+        return save_checkpoint_sharded(self.out_dir, step, self.model, self.optimizer, self.scheduler,
+                                       {"data_position": self.sampler.position, "rollouts": self.rollouts_done},
+                                       tokenizer=self.tokenizer, hf_export=True, keep=self.cfg.train.keep_checkpoints)
 
-    def checkpoint(step: int) -> Path:
-        return save_checkpoint_sharded(out_dir, step, model, optimizer, scheduler,
-                                       {"data_position": sampler.position, "rollouts": rollouts_done},
-                                       tokenizer=tokenizer, hf_export=True, keep=tcfg.keep_checkpoints)
+    def snapshot(self) -> tuple:
+        return (self.sampler.position, self.rollouts_done)
 
-    params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
-                            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                            ignore_eos=cfg.rollout.ignore_eos)
-    step, row = start_step, {}
-    for step in range(start_step, tcfg.steps):
-        if tcfg.max_rollouts and rollouts_done >= tcfg.max_rollouts:
-            break
-        t0 = time.perf_counter()
-        engine.generator.manual_seed(tcfg.seed * 1_000_003 + step * 1009 + rank)  # distinct per rank and step
-        samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
-            engine, sampler, verifier, params, rank_cfg, step)
-        t_roll = time.perf_counter() - t0
-        advantages = estimator(rewards, cfg.rollout.group_size)
-        batch = collate(samples, advantages, engine.pad_id)
-        t1 = time.perf_counter()
-        learn = fsdp_update_policy(model, optimizer, batch, cfg, ref_model)
-        scheduler.step()
-        t_learn = time.perf_counter() - t1
-        _sync_sampler(sampler_model, model)
-        stats = _global_rollout_stats(samples, verdicts, rewards, advantages, cfg.rollout.group_size, rounds,
-                                      generated)
-        rollouts_done += int(stats.pop("_generated"))
-        tokens = stats.pop("_tokens")
-        t_step = time.perf_counter() - t0
-        row = {"step": step + 1, **stats, "rollouts": rollouts_done, "lr": scheduler.get_last_lr()[0], **learn,
-               "world_size": world, "tokens_per_s": tokens / max(t_step, 1e-9), "rollout_time": t_roll,
-               "learn_time": t_learn, "step_time": t_step, "gen_time_rank0": t_gen}
-        if main:
-            metrics_log.log(row)
-            print(f"step {step + 1}/{tcfg.steps}  reward {row['reward_mean']:.3f}  acc {row['accuracy']:.3f}  "
-                  f"len {row['response_length']:.1f}  loss {row.get('loss', 0.0):.4f}  {t_step:.1f}s", flush=True)
-        if on_step is not None:
-            on_step(row)
-        if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
-            checkpoint(step + 1)
-    else:
-        step = tcfg.steps
-    if main:
-        metrics_log.close()
-    final = checkpoint(step) if tcfg.steps > start_step or latest_checkpoint(out_dir) is None else \
-        latest_checkpoint(out_dir)
-    summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
-    if main and cfg.eval.after_training and heldout:
-        summary["eval_after"] = evaluate_heldout(engine, heldout, verifier, cfg, "after", out_dir)
-        print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))
-    if main:
-        (out_dir / "summary.json").write_text(json.dumps(
-            {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
-    dist.barrier()
-    return summary
+    def restore(self, snap: tuple) -> None:
+        self.sampler.position, self.rollouts_done = snap
+
+    # ------------------------------------------------------------------ the loop's steps
+    def begin(self) -> dict[str, Any]:
+        """Rank 0 writes the config and logs and evaluates; every rank resumes and syncs its sampler copy."""
+        cfg, tcfg, out_dir = self.cfg, self.cfg.train, self.out_dir
+        if tcfg.resume:
+            self.resume()
+        _sync_sampler(self.sampler_model, self.model)
+        if self.main:
+            save_config(cfg, out_dir / "config.yaml")
+        self.metrics_log = MetricsLogger(out_dir, resume_from_step=self.start_step if tcfg.resume else None) \
+            if self.main else None
+        self.heldout_log = None
+        summary: dict[str, Any] = {"output_dir": str(out_dir), "world_size": self.world}
+        if self.main and cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
+            print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
+        dist.barrier()
+        if (out_dir / "eval_before.json").exists():
+            summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+        from rlvr.utils.accounting import StepAccounting
+
+        self.acct = StepAccounting(self.device)
+        return summary
+
+    def collect(self, step: int) -> Rollouts:
+        """This rank's share of the step's prompts, sampled with a seed distinct per rank and step."""
+        tcfg = self.cfg.train
+        self.engine.generator.manual_seed(tcfg.seed * 1_000_003 + step * 1009 + self.rank)
+        with self.acct.phase("generate"):
+            samples, verdicts, rewards, rounds, _, generated = collect_rollouts(
+                self.engine, self.sampler, self.verifier, self.params, self.rank_cfg, step)
+        return Rollouts(samples, verdicts, rewards, rounds, generated)  # rollouts_done is counted globally in log
+
+    def learn(self, step: int, scored: Scored) -> dict[str, float]:
+        with self.acct.phase("learn"):
+            learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
+            self.scheduler.step()
+        with self.acct.phase("sync"):
+            _sync_sampler(self.sampler_model, self.model)
+        return learn
+
+    def log(self, step: int, ro: Rollouts, scored: Scored, learn: dict[str, float]) -> dict[str, Any]:
+        """Rollout statistics summed over ranks, written (and printed) by rank 0."""
+        stats = _global_rollout_stats(ro.samples, ro.verdicts, scored.rewards, scored.advantages,
+                                      self.cfg.rollout.group_size, ro.rounds, ro.generated)
+        self.rollouts_done += int(stats.pop("_generated"))
+        self.acct.add_tokens(int(stats.pop("_tokens")))
+        row = {"step": step + 1, **stats, "rollouts": self.rollouts_done, "lr": self.scheduler.get_last_lr()[0],
+               **learn, "world_size": self.world, **self.acct.row()}
+        if self.main:
+            self.metrics_log.log(row)
+            print(f"step {step + 1}/{self.cfg.train.steps}  reward {row['reward_mean']:.3f}  "
+                  f"acc {row['accuracy']:.3f}  len {row['response_length']:.1f}  loss {row.get('loss', 0.0):.4f}  "
+                  f"{row['step_time']:.1f}s", flush=True)
+        return row
+
+    def finish(self, summary: dict[str, Any], step: int, row: dict[str, Any]) -> dict[str, Any]:
+        cfg, out_dir = self.cfg, self.out_dir
+        if self.main:
+            self.metrics_log.close()
+        final = self.checkpoint(step) if cfg.train.steps > self.start_step or latest_checkpoint(out_dir) is None \
+            else latest_checkpoint(out_dir)
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        if self.main and cfg.eval.after_training and self.heldout:
+            summary["eval_after"] = self.evaluate("after")
+            print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))
+        if self.main:
+            (out_dir / "summary.json").write_text(json.dumps(
+                {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
+        dist.barrier()
+        return summary
+
+
+def train_fsdp(cfg, **kwargs: Any) -> dict[str, Any]:
+    """``FSDPRecipe(cfg, **kwargs).train()`` (kept for callers of the former function)."""
+    return FSDPRecipe(cfg, **kwargs).train()

@@ -169,17 +169,8 @@ class RLRecipe:
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
-        self.device = resolve_device(cfg.model.device)
-        self.model.to(self.device)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
-        if "values" in self.needs:  # PPO: a learned critic (before LoRA: a separate one trains all weights)
-            self.critic = build_critic(self.model, cfg.algorithm.value.critic)
-        if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
-            self.model = apply_lora(self.model, cfg.model.lora)
-        if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
-            from rlvr.models.frozen import frozen_copy
-
-            self.ref_model = frozen_copy(self.model)
+        self.setup_model()
         self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
@@ -195,6 +186,20 @@ class RLRecipe:
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                                      temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                      ignore_eos=cfg.rollout.ignore_eos)
+
+    def setup_model(self) -> None:
+        """Place the policy; add PPO's critic, LoRA adapters and the KL reference as configured."""
+        cfg = self.cfg
+        self.device = resolve_device(cfg.model.device)
+        self.model.to(self.device)
+        if "values" in self.needs:  # PPO: a learned critic (before LoRA: a separate one trains all weights)
+            self.critic = build_critic(self.model, cfg.algorithm.value.critic)
+        if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
+            self.model = apply_lora(self.model, cfg.model.lora)
+        if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
+            from rlvr.models.frozen import frozen_copy
+
+            self.ref_model = frozen_copy(self.model)
 
     def make_engine(self):
         """The rollout engine (HF by default; vLLM and/or Ray rollout workers if configured)."""
@@ -483,7 +488,8 @@ class RLRecipe:
         if self.bar is not None:
             self.bar.close()
         path = self.checkpoint(done)
-        self.metrics_log.close()
+        if self.metrics_log is not None:  # None on the ranks of a sharded run that do not write logs
+            self.metrics_log.close()
         print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
         raise TrainingInterrupted() from None
 
@@ -518,11 +524,11 @@ def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
     ``on_step``) are passed to the recipe.  With ``distributed.learner=actor`` the
     recipe class is passed, as a value, to a Ray learner actor.
     """
-    if cfg.distributed.fsdp:  # one rank of an FSDP2 learner, started by torchrun
-        from rlvr.recipes.fsdp import train_fsdp
-
-        return train_fsdp(cfg, **kwargs)
     cls = RLRecipe
+    if cfg.distributed.fsdp:  # one rank of an FSDP2 learner, started by torchrun
+        from rlvr.recipes.fsdp import FSDPRecipe
+
+        cls = FSDPRecipe
     if cfg.distributed.backend == "ray" and cfg.distributed.learner == "actor":
         from rlvr.distributed.ray_backend import train_on_cluster
 

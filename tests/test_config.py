@@ -1,65 +1,58 @@
-"""Tests of rlvr.config: typed dataclass configs from YAML files and dotted key=value overrides."""
+"""Tests of rlvr.config: typed pydantic configs from YAML files and dotted key=value overrides."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
 import pytest
 import yaml
 
-from rlvr.config import ConfigError, config_to_dict, describe_config, load_config, option, save_config
+from rlvr.config import ConfigError, ConfigModel, config_to_dict, describe_config, load_config, option, save_config
 
-VALIDATED: list[str] = []  # sections in the order their validate() ran
+VALIDATED: list[str] = []  # sections in the order their check() ran
 
 
-@dataclass
-class ModelSection:
+class ModelSection(ConfigModel):
     name: str = option("tiny", "model name or path")
     revision: Optional[str] = option(None, "hub revision (None: latest)")
     dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype")
-    cache_dir: Path = option(Path("cache"), "where converted weights live")
+    cache_dir: str = option("cache", "where converted weights live")
 
 
-@dataclass
-class TrainSection:
+class TrainSection(ConfigModel):
     steps: int = option(100, "number of optimizer steps")
     lr: float = option(1e-5, "peak learning rate")
     resume: bool = option(False, "continue from the latest checkpoint")
     schedule: Literal["constant", "cosine"] = option("constant", "learning-rate schedule")
-    betas: tuple[float, ...] = option((0.9, 0.99), "AdamW betas")
+    betas: list[float] = option([0.9, 0.99], "AdamW betas")
     max_tokens: int | None = option(None, "token budget (None: unlimited)")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         VALIDATED.append("train")
         if self.steps < 0:
             raise ValueError("steps must be >= 0")
 
 
-@dataclass
-class TaskSection:
+class TaskSection(ConfigModel):
     operators: list[str] = option(None, "operators to draw from", default_factory=lambda: ["+"])
     weights: list[int] = option([1, 2], "sampling weights")
     extra: dict[str, float] = option({}, "free-form numeric settings")
 
 
-@dataclass
-class Config:
+class Config(ConfigModel):
     model: ModelSection = option(None, "which model to load", default_factory=ModelSection)
-    train: TrainSection = field(default_factory=TrainSection)
-    task: TaskSection = field(default_factory=TaskSection)
+    train: TrainSection = option(None, "", default_factory=TrainSection)
+    task: TaskSection = option(None, "", default_factory=TaskSection)
     seed: int = option(0, "global seed")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         VALIDATED.append("root")
         if self.train.max_tokens is not None and self.train.max_tokens < self.train.steps:
             raise ValueError("train.max_tokens must be >= train.steps")
 
 
-@dataclass
-class NoDefault:
+class NoDefault(ConfigModel):
     x: int
 
 
@@ -81,7 +74,7 @@ def error_of(*args, **kwargs) -> str:
 def test_defaults():
     cfg = load_config(Config)
     assert cfg == Config()
-    assert cfg.train.steps == 100 and cfg.model.cache_dir == Path("cache")
+    assert cfg.train.steps == 100 and cfg.model.cache_dir == "cache"
     assert cfg.task.operators == ["+"] and cfg.task.weights == [1, 2]
     cfg.task.weights.append(3)  # a list default given to option() is copied per instance
     assert Config().task.weights == [1, 2]
@@ -132,10 +125,10 @@ def test_overrides_of_each_type():
     assert cfg.train.lr == 0.28
     assert cfg.train.resume is True
     assert cfg.train.schedule == "cosine"
-    assert cfg.train.betas == (0.8, 0.95)  # tuple field stays a tuple
+    assert cfg.train.betas == [0.8, 0.95]
     assert cfg.train.max_tokens == 500
     assert cfg.model.name == "foo"
-    assert cfg.model.cache_dir == Path("/tmp/weights")
+    assert cfg.model.cache_dir == "/tmp/weights"
     assert cfg.task.operators == ["+", "-"]
     assert cfg.task.weights == [3, 4, 5]
     assert cfg.task.extra == {"a": 1.5, "b": 2.0}  # a dotted key sets one entry of a dict field
@@ -289,8 +282,7 @@ def test_describe_config_lists_keys_types_defaults_and_docs():
     assert '["+"]' in lines["task.operators"] and "operators to draw from" in lines["task.operators"]
     assert "which model to load" in lines["model"]  # a section with a doc gets its own line
     assert "global seed" in lines["seed"]
-    fields = [f"{s}.{f.name}" for s in ("model", "train", "task")
-              for f in dataclasses.fields(getattr(Config(), s))]
+    fields = [f"{s}.{name}" for s in ("model", "train", "task") for name in type(getattr(Config(), s)).model_fields]
     assert all(key in lines for key in fields + ["seed"])
 
 
@@ -327,4 +319,26 @@ def test_class_without_defaults_is_an_error():
 def test_option_rejects_default_and_factory():
     with pytest.raises(TypeError):
         option(1, "doc", default_factory=list)
-    assert option(3, "three").metadata["help"] == "three"
+    assert option(3, "three").description == "three"
+
+
+def test_strict_types_and_numeric_strings(tmp_path):
+    assert load_config(Config, write(tmp_path, "train:\n  lr: 1e-5\n")).train.lr == 1e-5  # PyYAML: a string
+    assert "train.steps: expected int, got str '3'" in error_of(write(tmp_path, "train:\n  steps: '3'\n", "s.yaml"))
+
+
+def test_the_run_config_has_a_default_and_a_doc_for_every_field():
+    from rlvr.recipes.config import RunConfig
+
+    def walk(cls, prefix=""):
+        for name, f in cls.model_fields.items():
+            yield f"{prefix}{name}", f
+            sub = f.annotation if isinstance(f.annotation, type) and issubclass(f.annotation, ConfigModel) else None
+            if sub is not None:
+                yield from walk(sub, f"{prefix}{name}.")
+
+    fields = list(walk(RunConfig))
+    assert len(fields) > 100
+    assert all(not f.is_required() for _, f in fields), [k for k, f in fields if f.is_required()]
+    assert all(f.description for k, f in fields), [k for k, f in fields if not f.description]
+    RunConfig()  # the defaults are a valid config

@@ -159,9 +159,9 @@ def test_missing_peft_names_the_extra(monkeypatch):
 
 def test_settings_validate():
     with pytest.raises(ValueError, match="lora.r"):
-        LoraSettings(r=0).validate()
+        LoraSettings(r=0).check()
     with pytest.raises(ValueError, match="target_modules"):
-        LoraSettings(target_modules=[]).validate()
+        LoraSettings(target_modules=[]).check()
 
 
 # ----------------------------------------------------------------------------- through the recipe

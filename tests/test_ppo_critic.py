@@ -216,15 +216,15 @@ def test_config_accepts_ppo_and_refuses_bad_critic_settings(tmp_path):
     def cfg(*extra):
         return load_config(RunConfig, None, [f"train.output_dir={tmp_path}", *extra])
 
-    cfg("algorithm.advantage=gae", "rollout.group_size=1").validate()  # PPO needs no groups
+    cfg("algorithm.advantage=gae", "rollout.group_size=1").check()  # PPO needs no groups
     for bad in ("algorithm.value.coef=0", "algorithm.value.lr=-1", "algorithm.value.clip=0",
                 "algorithm.value.warmup_steps=-1"):
         with pytest.raises(ValueError, match="algorithm.value"):
-            cfg("algorithm.advantage=gae", bad).validate()
+            cfg("algorithm.advantage=gae", bad).check()
     with pytest.raises(ValueError, match="gamma, lam and whiten"):
-        cfg("algorithm.advantage=gae", "algorithm.advantage_params={k: 4}").validate()
+        cfg("algorithm.advantage=gae", "algorithm.advantage_params={k: 4}").check()
     with pytest.raises(ValueError, match="gae"):
-        cfg("algorithm.advantage=gae", "distributed.fsdp=true").validate()
+        cfg("algorithm.advantage=gae", "distributed.fsdp=true").check()
     with pytest.raises(ValueError):
         cfg("algorithm.advantage=gae", "algorithm.value.critic=both")
 

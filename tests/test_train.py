@@ -250,8 +250,8 @@ def test_reward_noise_injection_changes_rewards_not_accuracy(tmp_path, tiny_toke
 
 def test_config_rejects_unknown_estimators():
     with pytest.raises(Exception, match="known: .*rloo"):
-        load_config(RunConfig, None, ["algorithm.advantage=nope"]).validate()
-    load_config(RunConfig, None, ["algorithm.advantage=gae"]).validate()  # PPO's critic: tests/test_ppo_critic.py
+        load_config(RunConfig, None, ["algorithm.advantage=nope"]).check()
+    load_config(RunConfig, None, ["algorithm.advantage=gae"]).check()  # PPO's critic: tests/test_ppo_critic.py
 
 
 def test_rollout_budget_and_periodic_heldout_eval(tmp_path, tiny_tokenizer):
@@ -337,7 +337,7 @@ def test_kl_in_reward_and_reference_reset(tmp_path, tiny_tokenizer):
 
 def test_config_needs_a_reference_for_kl_in_reward():
     with pytest.raises(Exception, match="kl_coef > 0"):
-        load_config(RunConfig, None, ["algorithm.kl_in_reward=true"]).validate()
+        load_config(RunConfig, None, ["algorithm.kl_in_reward=true"]).check()
 
 
 def test_entropy_guided_advantages_teach_from_zero_variance_groups(tmp_path, tiny_tokenizer):

@@ -27,7 +27,20 @@ def _config_help() -> str:
     from rlvr.config import describe_config
     from rlvr.recipes.config import RunConfig
 
-    return "config keys (override as key=value):\n" + describe_config(RunConfig)
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
+    from rlvr.tasks.registry import TASKS
+    from rlvr.verifiers import VERIFIERS
+
+    sections = [("algorithm.advantage (options in algorithm.advantage_params)", ADVANTAGE_ESTIMATORS),
+                ("algorithm.policy_loss (options in algorithm.policy_loss_params)", POLICY_LOSSES),
+                ("algorithm.kl_estimator", KL_ESTIMATORS),
+                ("algorithm.is_correction (options in algorithm.is_params)", IS_CORRECTIONS),
+                ("reward.verifier (options in reward.verifier_params)", VERIFIERS),
+                ("task.name (options: task.* fields, others in task.params)", TASKS)]
+    registered = "\n\n".join(f"{title}:\n" + "\n".join("  " + line for line in reg.describe().splitlines())
+                             for title, reg in sections)
+    return ("config keys (override as key=value):\n" + describe_config(RunConfig) +
+            "\n\nregistered components (names accepted by the keys above):\n\n" + registered)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:

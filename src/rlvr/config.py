@@ -1,51 +1,46 @@
-"""Typed configuration on plain dataclasses: a YAML file plus dotted ``key=value`` overrides.
+"""Typed configuration on pydantic v2: a YAML file plus dotted ``key=value`` overrides.
 
-A config is a (possibly nested) dataclass whose every field has a default; declare
-fields with :func:`option` to give each a one-line doc (shown by :func:`describe_config`)::
+A config is a tree of :class:`ConfigModel` sections (pydantic models with
+``extra="forbid"`` and strict types); declare every field with :func:`option` so it
+has a default and a one-line doc (shown by :func:`describe_config`)::
 
-    @dataclass
-    class TrainConfig:
+    class TrainConfig(ConfigModel):
         steps: int = option(100, "number of optimizer steps")
 
-    @dataclass
-    class RunConfig:
-        train: TrainConfig = field(default_factory=TrainConfig)
+    class RunConfig(ConfigModel):
+        train: TrainConfig = option(None, "training", default_factory=TrainConfig)
 
     cfg = load_config(RunConfig, "run.yaml", ["train.steps=10"])   # defaults < file < overrides
 
-Values are checked against the annotations (``typing.get_type_hints``, so postponed
-annotations work): int, float (ints are converted, bools never count as numbers), bool,
-str, Path, ``X | None``, ``list[X]``, ``tuple[X, ...]``, ``dict[str, X]``, ``Literal``
-and nested dataclasses (a mapping; keys it leaves out keep their values). Override
-values are read as YAML (``0.28``, ``[1,2]``, ``true``, ``null``) except that str and
-Path fields take the raw text (``model.name=1e5`` stays "1e5"; for ``str | None`` only
-``null``/``~`` mean None). Float fields also take ``1e-5``, which PyYAML reads as a
-string; a list that is not valid YAML (``[+,-,*]``: ``*`` is an alias) is split on commas.
+Types are checked strictly (pydantic's strict mode: no bool for an int, no "3" for an
+int) except that a float field takes an int and a numeric string (PyYAML reads
+``1e-5`` as a string).  Override values are read as YAML (``0.28``, ``[1,2]``,
+``true``, ``null``) except that str fields take the raw text (``model.name=1e5`` stays
+"1e5"; for ``str | None`` only ``null``/``~`` mean None); a list that is not valid
+YAML (``[+,-,*]``) is split on commas; ``section.dict_field.key=value`` sets one entry
+of a dict field.  A section's ``check()`` method, if it has one, runs after its fields
+are validated (innermost first).
 
-Mistakes raise :class:`ConfigError` naming the file or override, the dotted key and the
-expected type, with a "did you mean" for misspelt keys. Every section's ``validate()``
-method, if it has one, runs last (innermost first). :func:`save_config` writes YAML that
-``load_config`` reads back to an equal object.
+Mistakes raise :class:`ConfigError` naming the file or override, the dotted key, the
+expected type and what was given, with a "did you mean" for misspelt keys.
+:func:`save_config` writes YAML that ``load_config`` reads back to an equal object.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import difflib
-import functools
 import re
 import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["ConfigError", "option", "load_config", "config_to_dict", "save_config", "describe_config"]
+__all__ = ["ConfigError", "ConfigModel", "option", "load_config", "config_to_dict", "save_config", "describe_config"]
 
-T = TypeVar("T")
+T = TypeVar("T", bound="ConfigModel")
 _NULLS = ("null", "Null", "NULL", "~")
 _NUMBER = re.compile(r"[-+]?(\d[\d_]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 
@@ -54,58 +49,71 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the config's types."""
 
 
-class _Raw(str):
-    """Unparsed text from a ``key=value`` override (parsed once the target type is known)."""
-
-
 def option(default: Any, help: str = "", *, default_factory: Callable[[], Any] | None = None) -> Any:
-    """``dataclasses.field`` with a one-line doc: ``steps: int = option(100, "optimizer steps")``.
+    """A field with a default and a one-line doc: ``steps: int = option(100, "optimizer steps")``.
 
-    With ``default_factory`` pass ``None`` as ``default``; a list/dict/set/dataclass
-    default is copied for each instance.
+    With ``default_factory`` pass ``None`` as ``default``.
     """
-    meta = {"help": help}
     if default_factory is not None:
         if default is not None:
             raise TypeError("option(): give a default or a default_factory, not both")
-        return dataclasses.field(default_factory=default_factory, metadata=meta)
-    if isinstance(default, (list, dict, set)) or dataclasses.is_dataclass(default):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
-
-
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}.{name}" if prefix else name
-
-
-@functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls)
-    except Exception as e:  # NameError for an unresolvable forward reference, mostly
-        raise ConfigError(f"cannot resolve the type annotations of {cls.__name__}: {e}") from None
-
-
-def _fields(cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(cls) if f.init}
-
-
-def _is_class(tp: Any) -> bool:
-    return isinstance(tp, type) and get_origin(tp) is None  # list[int] passes isinstance(.., type)
+        return Field(default_factory=default_factory, description=help)
+    return Field(default=default, description=help)
 
 
 def _is_union(tp: Any) -> bool:
     return get_origin(tp) in (Union, types.UnionType)
 
 
-def _section_type(tp: Any) -> type | None:
-    """The dataclass inside ``tp`` (``Sub`` or ``Sub | None``), if any."""
-    if _is_union(tp):
-        subs = [a for a in get_args(tp) if a is not type(None)]
-        return _section_type(subs[0]) if len(subs) == 1 else None
-    return tp if _is_class(tp) and dataclasses.is_dataclass(tp) else None
+def _members(tp: Any) -> list[Any]:
+    return [a for a in get_args(tp) if a is not type(None)] if _is_union(tp) else [tp]
 
 
+def _section(tp: Any) -> type[ConfigModel] | None:
+    """The ConfigModel inside ``tp`` (``Sub`` or ``Sub | None``), if any."""
+    subs = _members(tp)
+    if len(subs) == 1 and isinstance(subs[0], type) and issubclass(subs[0], ConfigModel):
+        return subs[0]
+    return None
+
+
+def _floaty(tp: Any) -> bool:
+    return any(m is float for m in _members(tp))
+
+
+def _numeric_strings(value: Any, tp: Any) -> Any:
+    """Numeric strings (PyYAML's ``1e-5``) as floats where ``tp`` holds floats."""
+    if isinstance(value, str) and _floaty(tp) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    if isinstance(value, list):
+        inner = [get_args(m)[0] for m in _members(tp) if get_origin(m) in (list, tuple) and get_args(m)]
+        if inner and _floaty(inner[0]):
+            return [_numeric_strings(v, inner[0]) for v in value]
+    return value
+
+
+class ConfigModel(BaseModel):
+    """A config section: unknown keys refused, strict types, every field a default and a doc."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            fields = cls.model_fields
+            data = {k: _numeric_strings(v, fields[k].annotation) if k in fields else v for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self):
+        hook = getattr(self, "check", None)
+        if callable(hook):
+            hook()
+        return self
+
+
+# --------------------------------------------------------------------------- errors
 def _type_name(tp: Any) -> str:
     origin, args = get_origin(tp), get_args(tp)
     if tp is type(None):
@@ -120,9 +128,88 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _field_at(cls: type[ConfigModel], parts: Sequence[Any]) -> tuple[type[ConfigModel] | None, Any]:
+    """(the section holding the last part, that field's annotation) for a dotted path, where it resolves."""
+    section, tp = cls, None
+    for i, p in enumerate(parts):
+        if section is None or not isinstance(p, str) or p not in section.model_fields:
+            return (section if i == len(parts) - 1 else None), None
+        tp = section.model_fields[p].annotation
+        if i < len(parts) - 1:
+            section = _section(tp)
+    return section, tp
+
+
+def _type_at(cls: type[ConfigModel], loc: Sequence[Any]) -> Any:
+    """The annotation at an error location (fields by name, list items by index, dict values by key)."""
+    tp: Any = cls
+    for p in loc:
+        sub = _section(tp)
+        if sub is not None and isinstance(p, str) and p in sub.model_fields:
+            tp = sub.model_fields[p].annotation
+            continue
+        inner = [m for m in _members(tp) if get_origin(m) in (list, tuple, dict, Mapping) and get_args(m)]
+        if not inner:
+            return None
+        tp = get_args(inner[0])[-1 if get_origin(inner[0]) in (dict, Mapping) else 0]
+    members = _members(tp) if tp is not None else []
+    return members[0] if len(members) == 1 else tp  # X | None: X's own name once the value is not None
+
+
+def _unknown(prefix: str, name: str, known: Sequence[str]) -> str:
+    key = f"{prefix}.{name}" if prefix else name
+    where = f"in '{prefix}'" if prefix else "at top level"
+    msg = f"unknown config key '{key}' (known keys {where}: {', '.join(sorted(known))})"
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return msg + (f"; did you mean '{prefix + '.' if prefix else ''}{close[0]}'?" if close else "")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _explain(cls: type[ConfigModel], err: ValidationError) -> str:
+    """The first error of ``err`` as ``dotted.key: what was expected, what was given``."""
+    e = err.errors(include_url=False)[0]
+    loc = [p for p in e["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in ("list", "dict")))]
+    strs = [p for p in loc if isinstance(p, str)]
+    key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+    if e["type"] == "extra_forbidden":
+        section, _ = _field_at(cls, strs)
+        if section is not None:
+            return _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields))
+    if e["type"] == "value_error":  # a check() hook: the message names its keys
+        msg = str(e.get("ctx", {}).get("error", e["msg"]))
+        where = f"config section '{key}'" if key else "config"
+        return f"invalid {where}: {msg}"
+    if e["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        section, tp = _field_at(cls, strs)
+        sub = _section(tp) if tp is not None else None
+        if sub is not None:
+            return f"{key}: expected a mapping for section {sub.__name__}, got {type(e['input']).__name__} " \
+                   f"{_shown(e['input'])}"
+    if e["type"] == "missing":
+        return f"{key}: no value and no default (every config field needs a default)"
+    tp = _type_at(cls, loc)
+    expected = _type_name(tp) if tp is not None else e["msg"].lower()
+    if e["type"] == "literal_error":
+        expected = "one of " + ", ".join(repr(a) for a in get_args(_members(tp)[0])) if tp is not None else e["msg"]
+    hint = " (write a list as [a, b])" if isinstance(e["input"], str) and "list" in expected else ""
+    return f"{key}: expected {expected}, got {type(e['input']).__name__} {_shown(e['input'])}{hint}"
+
+
+def _validate(cls: type[T], data: Mapping, source: str) -> T:
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {_explain(cls, err)}" if source else _explain(cls, err)) from None
+
+
+# --------------------------------------------------------------------------- overrides
 def _wants_raw(tp: Any, raw: str) -> bool:
     """Whether override text for ``tp`` is used verbatim instead of being parsed as YAML."""
-    if tp is str or (_is_class(tp) and issubclass(tp, PurePath)):
+    if tp is str:
         return True
     if get_origin(tp) is Literal:
         return raw in get_args(tp)
@@ -133,203 +220,96 @@ def _wants_raw(tp: Any, raw: str) -> bool:
     return False
 
 
-def _parse_cli(raw: _Raw, tp: Any) -> Any:
-    if _wants_raw(tp, raw):
-        return str(raw)
+def _parse(raw: str, tp: Any) -> Any:
+    if tp is not None and _wants_raw(tp, raw):
+        return raw
     try:
         return yaml.safe_load(raw)
     except yaml.YAMLError as e:
         text = raw.strip()
         if text.startswith("[") and text.endswith("]"):  # e.g. [+,-,*]: plain comma-separated items
-            return [_Raw(item.strip()) for item in text[1:-1].split(",") if item.strip()]
-        raise ConfigError(f"cannot parse {str(raw)!r} as YAML: {' '.join(str(e).split())}") from None
+            return [item.strip() for item in text[1:-1].split(",") if item.strip()]
+        raise ConfigError(f"cannot parse {raw!r} as YAML: {' '.join(str(e).split())}") from None
 
 
-def _mismatch(key: str, expected: str, value: Any, hint: str = "") -> ConfigError:
-    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    return ConfigError(f"{key}: expected {expected}, got {type(value).__name__} {shown}{hint}")
+def _deep_merge(base: dict, update: Mapping) -> dict:
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
 
 
-def _coerce(value: Any, tp: Any, key: str, current: Any = None) -> Any:
-    """``value`` checked against (and converted to) annotation ``tp``; ``key`` names it in errors."""
-    if isinstance(value, _Raw):
-        value = _parse_cli(value, tp)
-    origin, args = get_origin(tp), get_args(tp)
-    if _is_union(tp):
-        if value is None and type(None) in args:
-            return None
-        members = [a for a in args if a is not type(None)]
-        if len(members) == 1:  # X | None: X's own, more precise, error
-            return _coerce(value, members[0], key, current)
-        for m in members:
-            try:
-                return _coerce(value, m, key, current)
-            except ConfigError:
-                pass
-        raise _mismatch(key, _type_name(tp), value)
-    if origin is Literal:
-        if any(value == a and type(value) is type(a) for a in args):
-            return value
-        raise _mismatch(key, "one of " + ", ".join(repr(a) for a in args), value)
-    if (section := _section_type(tp)) is not None:
-        if isinstance(value, section):
-            return value
-        if not isinstance(value, Mapping):
-            raise _mismatch(key, f"a mapping for section {section.__name__}", value)
-        return _merge(current if isinstance(current, section) else _instantiate(section, key), value, key)
-    if tp in (list, tuple) or origin in (list, tuple, Sequence):
-        if not isinstance(value, (list, tuple)):
-            raise _mismatch(key, _type_name(tp), value, " (write a list as [a, b])" if isinstance(value, str) else "")
-        if origin is tuple and args and args[-1] is not Ellipsis:  # tuple[int, str]: fixed length
-            if len(value) != len(args):
-                raise _mismatch(key, f"{_type_name(tp)} ({len(args)} items)", value)
-            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-        items = [_coerce(v, args[0] if args else Any, f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if (origin or tp) is tuple else items
-    if tp is dict or origin in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            raise _mismatch(key, _type_name(tp), value)
-        ktp, vtp = args or (Any, Any)
-        return {_coerce(k, ktp, f"{key} (a key)"): _coerce(v, vtp, _join(key, str(k))) for k, v in value.items()}
-    if tp is float and isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        return float(value)  # PyYAML reads 1e-5 (no dot) as a string
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if _is_class(tp) and issubclass(tp, PurePath) and isinstance(value, (str, PurePath)):
-        return tp(value)
-    if tp is Any or not _is_class(origin or tp):
-        return value  # an annotation this module does not check (TypeVar, Callable, ...)
-    if isinstance(value, origin or tp) and not (isinstance(value, bool) and tp in (int, float)):
-        return value
-    raise _mismatch(key, _type_name(tp), value)
-
-
-def _instantiate(cls: type, key: str) -> Any:
+def _apply_override(cls: type[ConfigModel], data: dict, item: str) -> dict:
+    key, sep, raw = str(item).partition("=")
+    parts = [p.strip() for p in key.strip().split(".")]
+    if not sep or not all(parts):
+        raise ConfigError(f"malformed override {item!r}: expected key=value with a dotted key, "
+                          "e.g. train.steps=10 or model.name=foo")
+    section, prefix, tp = cls, "", None
+    for i, p in enumerate(parts):
+        if section is None:  # the previous part was a dict field: this is one of its keys
+            break
+        if p not in section.model_fields:
+            raise ConfigError(f"override {item!r}: {_unknown(prefix, p, list(section.model_fields))}")
+        tp = section.model_fields[p].annotation
+        prefix = f"{prefix}.{p}" if prefix else p
+        if i < len(parts) - 1:
+            sub = _section(tp)
+            is_dict = any(m is dict or get_origin(m) in (dict, Mapping) for m in _members(tp))
+            if sub is None and not (is_dict and i == len(parts) - 2):
+                raise ConfigError(f"override {item!r}: '{prefix}' is a {_type_name(tp)}, not a section: "
+                                  f"cannot set '{'.'.join(parts)}'")
+            if sub is None:  # dict field: the value's type is the dict's value type
+                vt = [get_args(m)[1] for m in _members(tp) if get_args(m)]
+                tp = vt[0] if vt else Any
+            section = sub
     try:
-        return cls()
-    except TypeError as e:
-        raise ConfigError(f"{key or cls.__name__}: {cls.__name__} cannot be built from defaults ({e}); "
-                          "every config field needs a default") from None
-    except ValueError as e:
-        raise ConfigError(f"{key or cls.__name__}: {e}") from None
+        value = _parse(raw, tp)
+    except ConfigError as e:
+        raise ConfigError(f"override {item!r}: {e}") from None
+    nested: Any = value
+    for p in reversed(parts):
+        nested = {p: nested}
+    return _deep_merge(data, nested)
 
 
-def _rebuild(obj: Any, changes: dict[str, Any], prefix: str) -> Any:
-    if not changes:
-        return obj
-    try:
-        return dataclasses.replace(obj, **changes)
-    except (TypeError, ValueError) as e:  # from a __post_init__ check
-        raise ConfigError(f"{prefix or 'config'}: {e}") from None
-
-
-def _unknown(prefix: str, name: Any, known: Sequence[str]) -> ConfigError:
-    where = f"in '{prefix}'" if prefix else "at top level"
-    msg = f"unknown config key '{_join(prefix, str(name))}' (known keys {where}: {', '.join(sorted(known))})"
-    close = difflib.get_close_matches(str(name), list(known), n=1)
-    return ConfigError(msg + (f"; did you mean '{_join(prefix, close[0])}'?" if close else ""))
-
-
-def _merge(obj: Any, data: Mapping, prefix: str) -> Any:
-    """A copy of dataclass ``obj`` with the (nested) values of ``data`` applied."""
-    known, hints, changes = _fields(type(obj)), _hints(type(obj)), {}
-    for name, value in data.items():
-        if name not in known:
-            raise _unknown(prefix, name, list(known))
-        changes[name] = _coerce(value, hints[name], _join(prefix, name), getattr(obj, name))
-    return _rebuild(obj, changes, prefix)
-
-
-def _override(obj: Any, parts: list[str], raw: str, prefix: str) -> Any:
-    """A copy of dataclass ``obj`` with the dotted key ``parts`` set from override text ``raw``."""
-    name, rest = parts[0], parts[1:]
-    known = _fields(type(obj))
-    if name not in known:
-        raise _unknown(prefix, name, list(known))
-    tp, key, current = _hints(type(obj))[name], _join(prefix, name), getattr(obj, name)
-    if not rest:
-        value = _coerce(_Raw(raw), tp, key, current)
-    elif (section := _section_type(tp)) is not None:
-        base = current if isinstance(current, section) else _instantiate(section, key)
-        value = _override(base, rest, raw, key)
-    elif (tp is dict or get_origin(tp) in (dict, Mapping)) and len(rest) == 1:
-        vtp = get_args(tp)[1] if get_args(tp) else Any
-        value = {**(current or {}), rest[0]: _coerce(_Raw(raw), vtp, _join(key, rest[0]))}
-    else:
-        raise ConfigError(f"'{key}' is a {_type_name(tp)}, not a section: cannot set '{_join(key, '.'.join(rest))}'")
-    return _rebuild(obj, {name: value}, prefix)
-
-
-def _validate(obj: Any, prefix: str) -> None:
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            _validate(value, _join(prefix, f.name))
-    hook = getattr(obj, "validate", None)
-    if callable(hook):
-        try:
-            hook()
-        except ValueError as e:
-            where = f"config section '{prefix}'" if prefix else "config"
-            raise ConfigError(f"invalid {where}: {e}") from None
-
-
+# --------------------------------------------------------------------------- loading and saving
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
-    """Defaults of dataclass ``cls``, updated by the YAML file ``path`` and then by ``key=value`` overrides."""
-    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-        raise TypeError(f"load_config needs a dataclass type, got {cls!r}")
+    """Defaults of ``cls``, updated by the YAML file ``path`` and then by ``key=value`` overrides."""
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        raise TypeError(f"load_config needs a ConfigModel class, got {cls!r}")
     if isinstance(overrides, str):
         raise TypeError("overrides must be a sequence of 'key=value' strings, not one string")
-    cfg = _instantiate(cls, "")
+    data: dict = {}
     if path is not None:
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: invalid YAML: {e}") from None
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{path}: the top level must be a mapping of config keys, got {type(data).__name__}")
-        try:
-            cfg = _merge(cfg, data, "")
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, Mapping):
+            raise ConfigError(f"{path}: the top level must be a mapping of config keys, got {type(loaded).__name__}")
+        data = dict(loaded)
+        if not overrides:
+            return _validate(cls, data, str(path))
+        _validate(cls, data, str(path))  # a mistake in the file is named as the file's
     for item in overrides:
-        key, sep, raw = str(item).partition("=")
-        parts = key.strip().split(".")
-        if not sep or not all(p.strip() for p in parts):
-            raise ConfigError(f"malformed override {item!r}: expected key=value with a dotted key, "
-                              "e.g. train.steps=10 or model.name=foo")
-        try:
-            cfg = _override(cfg, [p.strip() for p in parts], raw, "")
-        except ConfigError as e:
-            raise ConfigError(f"override {item!r}: {e}") from None
-    _validate(cfg, "")
-    return cfg
+        data = _apply_override(cls, data, item)
+    return _validate(cls, data, f"override {list(overrides)[-1]!r}" if len(overrides) == 1 else
+                     ("overrides" if overrides else ""))
 
 
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {name: _plain(getattr(value, name)) for name in _fields(type(value))}
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+def config_to_dict(cfg: BaseModel) -> dict[str, Any]:
+    """``cfg`` as nested plain dicts/lists/scalars, ready for YAML or JSON."""
+    if not isinstance(cfg, BaseModel):
+        raise TypeError(f"config_to_dict needs a config instance, got {cfg!r}")
+    return cfg.model_dump(mode="json")
 
 
-def config_to_dict(cfg: Any) -> dict[str, Any]:
-    """``cfg`` as nested plain dicts/lists/scalars (Path -> str, tuple -> list), ready for YAML or JSON."""
-    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
-        raise TypeError(f"config_to_dict needs a dataclass instance, got {cfg!r}")
-    return _plain(cfg)
-
-
-def save_config(cfg: Any, path: str | Path) -> None:
+def save_config(cfg: BaseModel, path: str | Path) -> None:
     """Write ``cfg`` as YAML that ``load_config(type(cfg), path)`` reads back to an equal object."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -350,23 +330,25 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _describe(obj: Any, prefix: str, rows: list[tuple[str, str, str]]) -> None:
-    hints = _hints(type(obj))
-    for name, f in _fields(type(obj)).items():
-        key, tp, value, doc = _join(prefix, name), hints[name], getattr(obj, name), f.metadata.get("help", "")
-        section = _section_type(tp)
-        if section is None or value is None:
-            rows.append((key, f"{_type_name(tp)} = {_show(_plain(value))}", doc))
-        elif doc:
-            rows.append((key, "section", doc))
-        if section is not None:
-            _describe(value if value is not None else _instantiate(section, key), key, rows)
+def _describe(cls: type[ConfigModel], prefix: str, rows: list[tuple[str, str, str]]) -> None:
+    for name, f in cls.model_fields.items():
+        key, tp, doc = f"{prefix}.{name}" if prefix else name, f.annotation, f.description or ""
+        section = _section(tp)
+        if section is None:
+            default = f.get_default(call_default_factory=True)
+            rows.append((key, f"{_type_name(tp)} = {_show(default if not isinstance(default, BaseModel) else None)}",
+                         doc))
+        else:
+            if doc:
+                rows.append((key, "section", doc))
+            _describe(section, key, rows)
 
 
-def describe_config(cls: type) -> str:
-    """One line per dotted key of dataclass ``cls``: ``key  type = default  doc`` (for ``--help``)."""
+def describe_config(cls: type[ConfigModel]) -> str:
+    """One line per dotted key of ``cls``: ``key  type = default  doc`` (for ``--help``)."""
     rows: list[tuple[str, str, str]] = []
-    _describe(_instantiate(cls, ""), "", rows)
+    _describe(cls, "", rows)
     kw = max((len(k) for k, _, _ in rows), default=0)
     tw = min(max((len(t) for _, t, _ in rows), default=0), 36)
     return "\n".join(f"  {k:<{kw}}  {t:<{tw}}  {d}".rstrip() for k, t, d in rows)
+

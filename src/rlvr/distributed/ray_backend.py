@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field  # EngineSpec (not config)
 from typing import Any, Sequence
 
 import torch
@@ -357,9 +357,7 @@ class LearnerActor:
         _PLACEMENT["rollout"] = placement
 
     def train(self, recipe_cls, cfg, kwargs: dict[str, Any]) -> dict[str, Any]:
-        import dataclasses
-
-        cfg = dataclasses.replace(cfg, distributed=dataclasses.replace(cfg.distributed, learner="driver"))
+        cfg = cfg.model_copy(update={"distributed": cfg.distributed.model_copy(update={"learner": "driver"})})
         summary = recipe_cls(cfg, **kwargs).train()
         summary["learner_pid"] = os.getpid()
         return summary
@@ -373,7 +371,6 @@ def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
     ``LearnerActor`` in bundle 0 (``kwargs`` are the recipe's injected model / tokenizer / problems / verifier, pickled to it).
     Paths in the config are made absolute first: the actor's working directory is Ray's.
     """
-    import dataclasses
     from pathlib import Path
 
     d = cfg.distributed
@@ -384,8 +381,8 @@ def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
     if kwargs.get("on_step") is not None:
         raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
     kwargs.pop("on_step", None)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
-                                                             output_dir=str(Path(cfg.train.output_dir).resolve())))
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
+        update={"output_dir": str(Path(cfg.train.output_dir).resolve())})})
     learner = {"CPU": d.cpus_per_learner, **({"GPU": d.gpus_per_learner} if d.gpus_per_learner else {})}
     rollout = {"CPU": d.cpus_per_rollout_worker,
                **({"GPU": d.gpus_per_rollout_worker} if d.gpus_per_rollout_worker else {})}

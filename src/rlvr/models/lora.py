@@ -26,11 +26,10 @@ and a missing ``peft`` raises :class:`MissingExtraError` naming the extra to ins
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import torch
 
-from rlvr.config import option
+from rlvr.config import ConfigModel, option
 
 __all__ = ["LoraSettings", "MissingExtraError", "LLAMA_TARGET_MODULES", "require_peft", "is_lora_model",
            "apply_lora", "merged_weights", "merged_state_dict", "merged_copy", "copy_merged_into",
@@ -43,8 +42,7 @@ class MissingExtraError(ImportError):
     """An optional dependency is missing; the message names the ``pip install rlvr[extra]`` to run."""
 
 
-@dataclass
-class LoraSettings:
+class LoraSettings(ConfigModel):
     enabled: bool = option(False, "train LoRA adapters (peft) instead of all weights; needs pip install rlvr[lora]")
     r: int = option(16, "LoRA rank r")
     alpha: float = option(32.0, "LoRA scaling numerator: the update is (alpha / r) * B @ A")
@@ -54,7 +52,7 @@ class LoraSettings:
     merge_for_rollout: bool = option(True, "sample from a merged copy (W + BA; faster decoding, one more copy of "
                                            "the weights) instead of through the adapters")
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.r < 1:
             raise ValueError("model.lora.r must be >= 1")
         if not 0 <= self.dropout < 1:
@@ -84,7 +82,7 @@ def apply_lora(model, settings: LoraSettings):
     The returned ``PeftModel`` shares the base weights with ``model`` (frozen in place).
     """
     peft = require_peft()
-    settings.validate()
+    settings.check()
     config = peft.LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                              target_modules=list(settings.target_modules), bias="none", task_type="CAUSAL_LM")
     return peft.get_peft_model(model, config)

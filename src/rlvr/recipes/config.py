@@ -6,10 +6,9 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rlvr.config import option
+from rlvr.config import ConfigModel, option
 from rlvr.models.lora import LoraSettings
 
 __all__ = [
@@ -26,17 +25,15 @@ __all__ = [
 ]
 
 
-@dataclass
-class ModelConfig:
+class ModelConfig(ConfigModel):
     name: str = option("smollm2-135m-instruct", "bundled model name, HF directory, rlvr checkpoint, or hub id")
     dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
     cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
     device: str = option("auto", "where the policy runs: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
-    lora: LoraSettings = field(default_factory=LoraSettings)
+    lora: LoraSettings = option(None, "LoRA adapters (peft) instead of full fine-tuning", default_factory=LoraSettings)
 
 
-@dataclass
-class TaskConfig:
+class TaskConfig(ConfigModel):
     name: str = option("arithmetic", "which registered task supplies training and held-out problems "
                                      "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
     params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
@@ -56,8 +53,7 @@ class TaskConfig:
     seed: int = option(0, "seed of the problem generator and split")
 
 
-@dataclass
-class RolloutConfig:
+class RolloutConfig(ConfigModel):
     group_size: int = option(8, "completions sampled per prompt (G)")
     max_new_tokens: int = option(64, "cap on generated tokens per completion")
     temperature: float = option(1.0, "sampling temperature during training")
@@ -76,8 +72,7 @@ class RolloutConfig:
                                      "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
 
 
-@dataclass
-class ValueConfig:
+class ValueConfig(ConfigModel):
     """The critic of PPO, used when ``algorithm.advantage=gae`` (see rlvr.models.value_head)."""
 
     critic: Literal["separate", "shared"] = option(
@@ -90,8 +85,7 @@ class ValueConfig:
     warmup_steps: int = option(0, "first N steps train the critic only; the policy is not updated")
 
 
-@dataclass
-class AlgorithmConfig:
+class AlgorithmConfig(ConfigModel):
     advantage: str = option("grpo", "advantage estimator, a name in rlvr.algorithms.ADVANTAGE_ESTIMATORS "
                                     "(grpo, drgrpo, rloo, reinforce, reinforce_pp, passk, psr, nsr, w_reinforce, "
                                     "quantile, entropy_guided, noisy_backward, noisy_forward; gae: PPO with a "
@@ -130,11 +124,10 @@ class AlgorithmConfig:
     ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
-    value: ValueConfig = field(default_factory=ValueConfig)
+    value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
 
 
-@dataclass
-class RewardConfig:
+class RewardConfig(ConfigModel):
     verifier: str = option("numeric", "registered verifier name scoring each completion")
     verifier_params: dict[str, Any] = option(None, "options of the verifier, e.g. {tolerance: 0.01} for numeric",
                                              default_factory=dict)
@@ -149,8 +142,7 @@ class RewardConfig:
     flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
 
 
-@dataclass
-class TrainConfig:
+class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
     max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
                                   "equalises budgets when dynamic sampling generates more per step")
@@ -177,8 +169,7 @@ class TrainConfig:
                                          "(on-policy; the baseline of benchmarks/async_rollouts.py)")
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(ConfigModel):
     num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)")
     n: int = option(1, "samples per problem")
     temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)")
@@ -192,8 +183,7 @@ class EvalConfig:
                            "logged as heldout_accuracy in metrics.jsonl; 0: off)")
 
 
-@dataclass
-class DistributedConfig:
+class DistributedConfig(ConfigModel):
     backend: Literal["none", "ray"] = option(
         "none", "none: everything in this process; ray: rollout workers are Ray actors (needs the distributed extra)")
     fsdp: bool = option(False, "shard the learner with FSDP2 over the ranks torchrun starts, one per GPU (gloo on "
@@ -219,18 +209,17 @@ class DistributedConfig:
     gpus_per_learner: float = option(0.0, "GPUs reserved for the learner actor (learner=actor)")
 
 
-@dataclass
-class RunConfig:
+class RunConfig(ConfigModel):
     """Top-level config: one section per stage of the loop."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    model: ModelConfig = option(None, "the policy: which model, dtype, device, LoRA", default_factory=ModelConfig)
+    task: TaskConfig = option(None, "where training and held-out problems come from", default_factory=TaskConfig)
+    rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = option(None, "advantage estimator, policy loss, KL, clipping, sampling policies", default_factory=AlgorithmConfig)
+    reward: RewardConfig = option(None, "verifier and reward shaping", default_factory=RewardConfig)
+    train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
+    eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
+    distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
 
     def _validate_registered(self) -> None:
         """Every registry name and its options, checked before any model loads (errors name the key)."""
@@ -252,7 +241,7 @@ class RunConfig:
         TASKS.entry(self.task.name, key="task.name")
         task_options(self.task)
 
-    def validate(self) -> None:
+    def check(self) -> None:
         if self.train.steps < 0:
             raise ValueError("train.steps must be >= 0")
         if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:

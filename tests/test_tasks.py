@@ -26,7 +26,7 @@ from rlvr.tasks import (
     read_jsonl,
     write_jsonl,
 )
-from rlvr.tasks.benchmarks import PACKAGED_DATA_DIR
+from rlvr.tasks.benchmarks import PACKAGED_DATA_DIR, data_file
 from rlvr.types import Problem
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -176,6 +176,7 @@ def test_packaged_data_is_the_documented_gzip_files(data_dir):
     for name in names[1:]:
         assert name in readme  # every file has its provenance and licence
     assert "openai/grade-school-math" in readme and "MIT" in readme and "Qwen2.5-Math" in readme
+    assert data_file("gsm8k_test.jsonl") == data_dir / "gsm8k_test.jsonl.gz"  # the .gz twin of the plain name
 
 
 def test_gsm8k_test_split(data_dir):

@@ -34,6 +34,7 @@ __all__ = [
     "PACKAGED_DATA_DIR",
     "BENCHMARKS",
     "find_data_dir",
+    "data_file",
     "load_gsm8k",
     "load_math500",
     "load_aime24",
@@ -77,6 +78,12 @@ def _in_dir(directory: Path, filename: str) -> Path:
         if gz.exists():
             return gz
     return plain
+
+
+def data_file(filename: str) -> Path:
+    """A file of the data directory (:func:`find_data_dir`), e.g. ``data_file("math500_test.jsonl")``;
+    its ``.gz`` twin when only that exists (the packaged data is gzip-compressed)."""
+    return _in_dir(find_data_dir(), filename)
 
 
 def _resolve(path: str | os.PathLike | None, filename: str) -> Path:

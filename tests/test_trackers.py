@@ -174,3 +174,81 @@ def test_mlflow_run_reads_back(tmp_path, monkeypatch):
     hist = sorted((m.step, m.value) for m in client.get_metric_history(run_id, "reward_mean"))
     assert hist == [(1, 0.25), (2, 0.5), (3, 0.75), (4, 1.0)]
     assert json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1]) == {"step": 4, "reward_mean": 1.0}
+
+
+# ---------------------------------------------------------------- wandb (offline)
+
+
+def _wandb_records(path):
+    """The records of a W&B transaction log (``run-<id>.wandb``): a 7-byte ``:W&B`` header, then
+    LevelDB-log framing (32 KiB blocks; 7-byte record headers: CRC, length, type full/first/middle/last)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, chunks, pending, block = 7, [], b"", 32768
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+        if kind == 0:  # zero padding to the end of the block
+            pos += left
+            continue
+        chunk = data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind == 1:
+            chunks.append(chunk)
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            chunks.append(pending + chunk)
+            pending = b""
+    records = []
+    for chunk in chunks:
+        r = pb.Record()
+        r.ParseFromString(chunk)
+        records.append(r)
+    return records
+
+
+def test_wandb_offline_without_key_or_network_reads_back(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="validate_report_to refuses wandb without it (tested above)")
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc, no wandb settings
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    with open_trackers(["jsonl", "wandb"], run_dir, {"train": {"lr": 0.125}}, "wb-run",
+                       groups=("train", "heldout")) as tracker:
+        _log_all(tracker)
+        tracker.log({"accuracy": 0.5}, 3, group="heldout")
+    (log,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")  # offline: nothing was sent anywhere
+    run_id = (run_dir / "wandb_run_id").read_text()
+    assert log.name == f"run-{run_id}.wandb"
+    records = _wandb_records(log)
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert run.run_id == run_id and run.display_name == "wb-run" and run.project == "rlvr"
+    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    assert config["train"] == {"lr": 0.125}
+    history = [{i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+               for r in records if r.WhichOneof("record_type") == "history"]
+    steps = {h["_step"]: {k: v for k, v in h.items() if not k.startswith("_")} for h in history}
+    assert steps[1] == {"reward_mean": 0.25, "accuracy": 0.5, "lr": 1e-5, "kl": 0.125}
+    assert steps[2] == {"reward_mean": 0.5, "accuracy": 0.75, "lr": 2e-5, "kl": 0.25}
+    assert steps[3] == {"reward_mean": 0.75, "accuracy": 1.0, "lr": 3e-5, "kl": 0.5, "bad": 1.0,
+                        "heldout/accuracy": 0.5}
+
+
+def test_wandb_mode_env_wins(tmp_path, monkeypatch):
+    pytest.importorskip("wandb", reason="validate_report_to refuses wandb without it (tested above)")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    with open_trackers(["wandb"], tmp_path / "run", {}, "off") as tracker:
+        tracker.log({"x": 1.0}, 1)
+    assert not list((tmp_path / "run").glob("wandb/offline-run-*"))  # disabled: no run written
+    assert read_metrics(tmp_path / "run" / "metrics.jsonl") == [{"step": 1, "x": 1.0}]

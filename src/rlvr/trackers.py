@@ -227,7 +227,9 @@ class _WandbTracker:
         id_file = run_dir / "wandb_run_id"
         run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
         if run_id is None:
-            run_id = wandb.util.generate_id()
+            import uuid
+
+            run_id = uuid.uuid4().hex[:12]
         (run_dir / "wandb").mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "rlvr"), name=run_name, dir=str(run_dir),
                               config=config, mode=mode, id=run_id, resume="allow", reinit="create_new")

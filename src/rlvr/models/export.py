@@ -10,8 +10,8 @@ The output holds what ``transformers.AutoModelForCausalLM.from_pretrained(out)``
 
 The critic, optimizer and loop state of the checkpoint are left out.  With
 ``gguf=True`` the directory also gets ``model.gguf`` for llama.cpp (float32
-tensors, Llama-architecture models with a byte-level BPE tokenizer; see
-:func:`write_gguf`).
+tensors; Llama-architecture models with a GPT-2-style byte-level BPE tokenizer, see
+:mod:`rlvr.models.gguf_export`; anything else is refused, and nothing is written).
 
 A checkpoint here is what ``save_checkpoint`` writes (``<run>/checkpoints/step-N``,
 complete when it holds ``DONE``); a run directory means its latest complete
@@ -137,9 +137,12 @@ def export_checkpoint(checkpoint_dir: str | os.PathLike, out_dir: str | os.PathL
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         if gguf:
-            from rlvr.models.gguf_export import write_gguf
+            from rlvr.models.gguf_export import GGUFExportError, write_gguf
 
-            write_gguf(model, tokenizer, tmp / "model.gguf")
+            try:
+                write_gguf(model, tokenizer, tmp / "model.gguf")
+            except GGUFExportError as e:
+                raise ExportError(f"cannot write GGUF for {ckpt}: {e} (export without --gguf works)") from e
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         os.replace(tmp, out)

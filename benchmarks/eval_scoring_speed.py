@@ -2,8 +2,8 @@
 
     python benchmarks/eval_scoring_speed.py [--problems 500] [--n 16] [--workers 2] [--anchor-samples 1000]
 
-Builds a synthetic samples set from the MATH-500 answers (``../shared/data``, or
-the small fixture copy): for each problem, ``n`` completions that end in
+Builds a synthetic samples set from the MATH-500 answers (shipped with rlvr in
+``src/rlvr/data``, or ``$RLVR_DATA_DIR``): for each problem, ``n`` completions that end in
 ``\\boxed{}`` holding the reference (sometimes rewritten in an equivalent form:
 a decimal for a fraction, ``\\dfrac``, ``\\left( \\right)``), another problem's
 answer, or a perturbed number, with a per-problem difficulty, so that the math
@@ -25,7 +25,6 @@ and prints seconds and ratios.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import random
@@ -36,16 +35,16 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "math500_test.jsonl"
-FIXTURE = ROOT / "tests" / "fixtures" / "math_math500_sample.jsonl"
 
 
 def load_answers(limit: int) -> list[dict]:
-    path = DATA if DATA.is_file() else FIXTURE
-    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    from rlvr.tasks import read_jsonl
+    from rlvr.tasks.benchmarks import data_file
+
+    rows = [rec for _, rec in read_jsonl(data_file("math500_test.jsonl"))]
     out = [{"id": r.get("unique_id", str(i)), "answer": str(r["answer"]), "subject": r.get("subject"),
             "level": r.get("level")} for i, r in enumerate(rows)]
-    while len(out) < limit:  # the fixture is small: cycle it with new ids
+    while len(out) < limit:  # more than the 500 problems asked for: cycle them with new ids
         out += [dict(r, id=f"{r['id']}#{len(out) + i}") for i, r in enumerate(out[: limit - len(out)])]
     return out[:limit]
 
@@ -158,7 +157,7 @@ def main() -> None:
                           model_fingerprint="0" * 16, sampling={"n": args.n, "temperature": 1.0, "top_p": 1.0,
                                                                 "max_new_tokens": 512, "seed": 0})
     print(f"{len(records)} problems x {args.n} samples = {total} stored samples "
-          f"({'MATH-500' if DATA.is_file() else 'fixture'} answers)")
+          "(MATH-500 answers)")
 
     t0 = time.perf_counter()
     scored = score_samples(records, "math")

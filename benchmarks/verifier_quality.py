@@ -9,7 +9,7 @@ parse(completion))`` (math-verify's defaults on both sides), the false-negative
 rate (correct completions rejected), the false-positive rate (wrong ones
 accepted), the errors per category, and verifications/s single-process and with
 ``--workers`` processes (rlvr's ``verify_batch``).  Unless ``--no-refs``, it also
-checks every MATH-500 reference solution and GSM8K solution in ``../shared/data``
+checks every MATH-500 reference solution and GSM8K solution of the benchmark data shipped with rlvr (``src/rlvr/data``, or ``$RLVR_DATA_DIR``)
 against its own answer.
 """
 
@@ -23,7 +23,6 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 
 
 def load_cases(path: Path) -> list[dict]:
@@ -62,16 +61,18 @@ def rates(pred: list[bool], cases: list[dict]) -> tuple[float, float, Counter, C
 
 
 def reference_checks() -> None:
+    from rlvr.tasks import read_jsonl
+    from rlvr.tasks.benchmarks import data_file
     from rlvr.verifiers import get_verifier
 
-    if not DATA.is_dir():
-        print(f"reference checks skipped: {DATA} not found")
-        return
+    def rows(name: str) -> list[dict]:
+        return [rec for _, rec in read_jsonl(data_file(name))]
+
     verify = get_verifier("math")
-    math500 = [json.loads(x) for x in (DATA / "math500_test.jsonl").read_text().splitlines() if x.strip()]
+    math500 = rows("math500_test.jsonl")
     bad = [r["unique_id"] for r in math500 if not verify(r["solution"], r["answer"]).correct]
     print(f"MATH-500 reference solutions verified: {len(math500) - len(bad)}/{len(math500)}  {bad[:5]}")
-    gsm = [json.loads(x) for x in (DATA / "gsm8k_test.jsonl").read_text().splitlines() if x.strip()]
+    gsm = rows("gsm8k_test.jsonl")
     badg = [i for i, r in enumerate(gsm) if not verify(r["answer"], r["answer"].split("####")[-1].strip()).correct]
     print(f"GSM8K test solutions verified against their #### number: {len(gsm) - len(badg)}/{len(gsm)}  {badg[:5]}")
 

@@ -26,6 +26,7 @@ from rlvr.tasks import (
     read_jsonl,
     write_jsonl,
 )
+from rlvr.tasks.benchmarks import PACKAGED_DATA_DIR, data_file
 from rlvr.types import Problem
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -159,16 +160,27 @@ def test_read_jsonl_errors(tmp_path):
 
 
 @pytest.fixture
-def data_dir() -> Path:
-    """The real benchmark directory (shared/data or $RLVR_DATA_DIR); skip when absent."""
-    try:
-        return find_data_dir()
-    except DatasetError as e:
-        pytest.skip(f"benchmark data directory not found: {e}")
+def data_dir(monkeypatch) -> Path:
+    """The benchmark data shipped inside the package (``$RLVR_DATA_DIR`` unset)."""
+    monkeypatch.delenv("RLVR_DATA_DIR", raising=False)
+    d = find_data_dir()
+    assert d == PACKAGED_DATA_DIR and d.parent.name == "rlvr"
+    return d
+
+
+def test_packaged_data_is_the_documented_gzip_files(data_dir):
+    names = sorted(p.name for p in data_dir.iterdir() if p.name != "__pycache__")
+    assert names == ["README.md", "aime24_test.jsonl.gz", "amc23_test.jsonl.gz", "gsm8k_test.jsonl.gz",
+                     "gsm8k_train.jsonl.gz", "math500_test.jsonl.gz"]
+    readme = (data_dir / "README.md").read_text()
+    for name in names[1:]:
+        assert name in readme  # every file has its provenance and licence
+    assert "openai/grade-school-math" in readme and "MIT" in readme and "Qwen2.5-Math" in readme
+    assert data_file("gsm8k_test.jsonl") == data_dir / "gsm8k_test.jsonl.gz"  # the .gz twin of the plain name
 
 
 def test_gsm8k_test_split(data_dir):
-    probs = load_gsm8k(data_dir / "gsm8k_test.jsonl")
+    probs = load_gsm8k(data_dir / "gsm8k_test.jsonl.gz")
     assert len(probs) == 1319
     first = probs[0]
     assert first.id == "gsm8k_test-1"
@@ -228,15 +240,45 @@ def test_data_dir_env_var(tmp_path, monkeypatch):
         load_amc23()
 
 
-def test_data_dir_not_found_lists_places(tmp_path, monkeypatch):
+def test_data_dir_env_var_with_plain_and_gzip_files(tmp_path, monkeypatch):
+    import gzip
+
+    _write(tmp_path / "aime24_test.jsonl", '{"id": 1, "problem": "plain", "answer": "007"}\n')
+    with gzip.open(tmp_path / "aime24_test.jsonl.gz", "wt") as f:
+        f.write('{"id": 1, "problem": "gz", "answer": "007"}\n')
+    with gzip.open(tmp_path / "amc23_test.jsonl.gz", "wt") as f:
+        f.write('{"id": 5, "problem": "p", "answer": 3.0}\n\n{"id": 5, "problem": "q", "answer": 1}\n')
+    monkeypatch.setenv("RLVR_DATA_DIR", str(tmp_path))
+    (p,) = load_aime24()  # the plain file wins over its .gz twin
+    assert p.prompt == "plain" and p.answer == "7"
+    # only the .gz exists: it is read, and errors name the .gz file and the decompressed line
+    with pytest.raises(DatasetError, match=r"amc23_test\.jsonl\.gz:3: duplicate id 'amc23-5'"):
+        load_amc23()
+    with pytest.raises(DatasetError, match=r"gsm8k_test\.jsonl: file not found"):
+        load_gsm8k()  # $RLVR_DATA_DIR replaces the packaged data, it does not add to it
+
+
+def test_damaged_gzip_is_a_dataset_error(tmp_path):
+    import gzip
+
+    data = gzip.compress(b'{"prompt": "a", "answer": "1"}\n' * 200)
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match=r"cut\.jsonl\.gz: cannot read after line"):
+        load_jsonl_problems(tmp_path / "cut.jsonl.gz")
+    (tmp_path / "notgz.jsonl.gz").write_bytes(b'{"prompt": "a", "answer": "1"}\n')
+    with pytest.raises(DatasetError, match=r"notgz\.jsonl\.gz: cannot read"):
+        load_jsonl_problems(tmp_path / "notgz.jsonl.gz")
+
+
+def test_missing_packaged_data_is_a_clear_error(tmp_path, monkeypatch):
     import rlvr.tasks.benchmarks as bm
 
     monkeypatch.delenv("RLVR_DATA_DIR", raising=False)
-    monkeypatch.setattr(bm, "_search_roots", lambda: [tmp_path / "a", tmp_path])
+    monkeypatch.setattr(bm, "PACKAGED_DATA_DIR", tmp_path / "gone")
     with pytest.raises(DatasetError) as err:
         find_data_dir()
     msg = str(err.value)
-    assert "RLVR_DATA_DIR" in msg and str(tmp_path / "a" / "shared" / "data") in msg
+    assert "RLVR_DATA_DIR" in msg and str(tmp_path / "gone") in msg and "reinstall" in msg
 
 
 # ---------------------------------------------------------------- arithmetic

@@ -7,6 +7,7 @@
     rlvr search SAMPLES.jsonl [--scorer oracle]   test-time strategies + budget-sweep chart over stored samples
     rlvr compare A.json B.json [...]              does B beat A beyond noise (IQM, stratified bootstrap)
     rlvr contamination TRAIN EVAL                 n-gram overlap between a training task and an eval set
+    rlvr export CHECKPOINT OUT [--gguf]           a checkpoint as a plain HF model directory (LoRA merged)
 
 Every config key can be overridden with a dotted ``key=value`` (``rlvr train
 --help`` lists them all with types, defaults and docs).
@@ -442,6 +443,34 @@ Example:
 """
 
 
+def _cmd_export(ns) -> int:
+    from rlvr.models.export import ExportError, export_checkpoint
+
+    try:
+        out = export_checkpoint(ns.checkpoint, ns.out, gguf=ns.gguf, overwrite=ns.overwrite)
+    except ExportError as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    print(f"exported {ns.checkpoint} to {out} (load it with transformers.AutoModelForCausalLM.from_pretrained"
+          f"({str(out)!r}){'; llama.cpp: ' + str(out / 'model.gguf') if ns.gguf else ''})")
+    return 0
+
+
+def _add_export_parser(sub, fmt) -> None:
+    p = sub.add_parser("export", help="write a checkpoint as a plain HF model directory (LoRA merged)",
+                       formatter_class=fmt,
+                       description="Write the policy of an rlvr checkpoint (<run>/checkpoints/step-N, or a run "
+                                   "directory: its latest checkpoint) as a Hugging Face model directory: "
+                                   "safetensors weights (LoRA merged), config, tokenizer and "
+                                   "generation_config.json, loadable by transformers without rlvr.")
+    p.add_argument("checkpoint", help="checkpoint directory, or a run directory (latest checkpoint)")
+    p.add_argument("out", help="output directory (must not exist or be empty, unless --overwrite)")
+    p.add_argument("--gguf", action="store_true",
+                   help="also write OUT/model.gguf (float32) for llama.cpp (Llama-architecture models)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    p.set_defaults(func=_cmd_export)
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="rlvr", description=__doc__, formatter_class=fmt)
@@ -585,6 +614,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", type=int, default=20, help="flagged items to print (default 20)")
     p.add_argument("--output", help="write the full report JSON here")
     p.set_defaults(func=_cmd_contamination)
+
+    _add_export_parser(sub, fmt)
     return parser
 
 

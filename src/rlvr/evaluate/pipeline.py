@@ -43,7 +43,7 @@ __all__ = ["EvalRequest", "run_eval", "default_verifier", "default_samples_path"
 log = logging.getLogger(__name__)
 
 TASKS = ("math500", "gsm8k", "aime24", "amc23", "jsonl")
-"""Task names ``--task`` accepts (benchmark files from ../shared/data, or any JSONL file)."""
+"""Task names ``--task`` accepts (benchmarks shipped in rlvr/data or $RLVR_DATA_DIR, or any JSONL file)."""
 
 _DEFAULT_VERIFIER = {"gsm8k": "numeric", "arithmetic": "numeric"}
 

@@ -1,4 +1,4 @@
-"""Where problems come from: JSON-lines files, the bundled benchmarks, generated arithmetic.
+"""Where problems come from: JSON-lines files, the bundled benchmarks, HF datasets, generated arithmetic.
 
 Every source returns a list of :class:`rlvr.types.Problem`.
 """
@@ -13,6 +13,7 @@ from rlvr.tasks.arithmetic import (
 )
 from rlvr.tasks.benchmarks import (
     BENCHMARKS,
+    data_file,
     find_data_dir,
     load_aime24,
     load_amc23,
@@ -20,6 +21,7 @@ from rlvr.tasks.benchmarks import (
     load_gsm8k,
     load_math500,
 )
+from rlvr.tasks.hf_dataset import load_hf_dataset_problems
 from rlvr.tasks.jsonl import DatasetError, load_jsonl_problems, read_jsonl, write_jsonl
 
 __all__ = [
@@ -27,8 +29,10 @@ __all__ = [
     "read_jsonl",
     "write_jsonl",
     "load_jsonl_problems",
+    "load_hf_dataset_problems",
     "BENCHMARKS",
     "find_data_dir",
+    "data_file",
     "load_gsm8k",
     "load_math500",
     "load_aime24",

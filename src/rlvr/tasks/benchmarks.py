@@ -1,14 +1,15 @@
 """Loaders for the bundled math benchmarks (GSM8K, MATH-500, AIME 2024, AMC 2023).
 
-The files live in a shared data directory (see ``shared/data/README.md``), found as:
+The data directory is:
 
 1. the ``RLVR_DATA_DIR`` environment variable, when set;
-2. otherwise the first ``shared/data`` directory found next to the current working
-   directory or one of its parents, then next to this file or one of its parents
-   (for a checkout at ``<work>/main`` that is ``<work>/shared/data``).
+2. otherwise the data shipped inside the package, ``rlvr/data/`` (gzip-compressed
+   JSON lines; provenance and licences in ``rlvr/data/README.md``).
 
-Every loader also takes an explicit ``path`` (the file itself, or a directory
-holding it), which bypasses the search.  Reference answers are normalised so
+In a directory, a benchmark file is read as ``<name>.jsonl`` or, when that does not
+exist, ``<name>.jsonl.gz``.  Every loader also takes an explicit ``path`` (the file
+itself, ``.jsonl`` or ``.jsonl.gz``, or a directory holding it), which bypasses the
+data directory.  Reference answers are normalised so
 that a plain string comparison or the ``numeric`` verifier can use them:
 
 - GSM8K: the number after ``####``, thousands separators removed ("1,600" -> "1600").
@@ -30,8 +31,10 @@ from rlvr.types import Problem
 
 __all__ = [
     "DATA_DIR_ENV",
+    "PACKAGED_DATA_DIR",
     "BENCHMARKS",
     "find_data_dir",
+    "data_file",
     "load_gsm8k",
     "load_math500",
     "load_aime24",
@@ -43,21 +46,16 @@ DATA_DIR_ENV = "RLVR_DATA_DIR"
 """Environment variable naming the benchmark data directory."""
 
 
-def _search_roots() -> list[Path]:
-    roots: list[Path] = []
-    for start in (Path.cwd(), Path(__file__).resolve().parent):
-        for d in (start, *start.parents):
-            if d not in roots:
-                roots.append(d)
-    return roots
+PACKAGED_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+"""The benchmark files shipped with the package (``rlvr/data``)."""
 
 
 def find_data_dir() -> Path:
-    """The benchmark data directory (``$RLVR_DATA_DIR`` or a ``shared/data`` found upwards).
+    """The benchmark data directory: ``$RLVR_DATA_DIR`` when set, else :data:`PACKAGED_DATA_DIR`.
 
     Raises:
-        DatasetError: ``$RLVR_DATA_DIR`` is set but is not a directory, or no
-            ``shared/data`` directory was found; the message lists the places tried.
+        DatasetError: ``$RLVR_DATA_DIR`` is set but is not a directory, or (a broken
+            install) the packaged data directory is missing.
     """
     env = os.environ.get(DATA_DIR_ENV)
     if env:
@@ -65,23 +63,35 @@ def find_data_dir() -> Path:
         if not d.is_dir():
             raise DatasetError(f"${DATA_DIR_ENV} is set to {env!r}, which is not a directory")
         return d
-    tried = []
-    for root in _search_roots():
-        candidate = root / "shared" / "data"
-        if candidate.is_dir():
-            return candidate
-        tried.append(str(candidate))
-    raise DatasetError(
-        "benchmark data directory not found: set $" + DATA_DIR_ENV + " to the directory holding "
-        "gsm8k_test.jsonl etc., or pass path=...; looked for shared/data at:\n  " + "\n  ".join(tried))
+    if not PACKAGED_DATA_DIR.is_dir():
+        raise DatasetError(f"the benchmark data shipped with rlvr is missing ({PACKAGED_DATA_DIR} is not a "
+                           f"directory; a broken install?): reinstall rlvr, or set ${DATA_DIR_ENV} to a directory "
+                           "holding gsm8k_test.jsonl etc., or pass path=...")
+    return PACKAGED_DATA_DIR
+
+
+def _in_dir(directory: Path, filename: str) -> Path:
+    """``directory/filename``, or its ``.gz`` twin when only that exists."""
+    plain = directory / filename
+    if not plain.exists():
+        gz = directory / (filename + ".gz")
+        if gz.exists():
+            return gz
+    return plain
+
+
+def data_file(filename: str) -> Path:
+    """A file of the data directory (:func:`find_data_dir`), e.g. ``data_file("math500_test.jsonl")``;
+    its ``.gz`` twin when only that exists (the packaged data is gzip-compressed)."""
+    return _in_dir(find_data_dir(), filename)
 
 
 def _resolve(path: str | os.PathLike | None, filename: str) -> Path:
-    """The file to read: ``path`` itself, ``path/filename`` for a directory, or the default."""
+    """The file to read: ``path`` itself, ``path/filename[.gz]`` for a directory, or the default."""
     if path is None:
-        return find_data_dir() / filename
+        return _in_dir(find_data_dir(), filename)
     p = Path(path).expanduser()
-    return p / filename if p.is_dir() else p
+    return _in_dir(p, filename) if p.is_dir() else p
 
 
 def _load(path: Path, build: Callable[[int, dict[str, Any]], Problem], limit: int | None) -> list[Problem]:

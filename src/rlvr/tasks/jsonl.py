@@ -7,13 +7,16 @@ dataset can be fixed without guessing::
     DatasetError: data/train.jsonl:17: malformed JSON (Expecting ',' delimiter: ...)
 
 Blank (whitespace-only) lines are skipped everywhere; they still count for line
-numbers.  A file with no records at all is an error.
+numbers.  A file with no records at all is an error.  A file whose name ends in
+``.gz`` is read through gzip (line numbers are those of the decompressed text).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
+import zlib
 import os
 import tempfile
 from contextlib import closing
@@ -40,7 +43,8 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     :class:`DatasetError` (naming the file and line) for a missing file, a line
     that is not valid UTF-8 or JSON, a line whose JSON is not an object, and, once
     the end is reached, a file that held no records.  The missing-file check is
-    done at call time; the others while iterating.
+    done at call time; the others while iterating.  ``*.gz`` files are decompressed
+    on the fly (a damaged gzip stream is a DatasetError naming the file).
     """
     p = Path(path)
     if not p.exists():
@@ -53,11 +57,11 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
 def _iter_records(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     n_records = 0
     try:
-        fh = p.open("rb")
+        fh = gzip.open(p, "rb") if p.name.endswith(".gz") else p.open("rb")
     except OSError as e:
         raise DatasetError(f"{p}: cannot open ({e.strerror or e})") from e
     with fh:
-        for line_no, raw in enumerate(fh, start=1):
+        for line_no, raw in _numbered_lines(fh, p):
             try:
                 text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as e:
@@ -75,6 +79,20 @@ def _iter_records(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield line_no, record
     if n_records == 0:
         raise DatasetError(f"{p}: empty file (no JSON records)")
+
+
+def _numbered_lines(fh, p: Path) -> Iterator[tuple[int, bytes]]:
+    """``enumerate(fh, 1)``, with a damaged gzip stream turned into a DatasetError naming the file."""
+    line_no = 0
+    while True:
+        try:
+            raw = fh.readline()
+        except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+            raise DatasetError(f"{p}: cannot read after line {line_no} (damaged gzip file? {e})") from e
+        if not raw:
+            return
+        line_no += 1
+        yield line_no, raw
 
 
 def _to_jsonable(row: Any) -> Any:

@@ -1,0 +1,163 @@
+"""Problems from any Hugging Face ``datasets`` dataset (optional extra: ``pip install rlvr[hf]``).
+
+``dataset`` may be
+
+- a hub id (``openai/gsm8k``, with ``name="main"``), read through ``datasets.load_dataset``;
+- a directory written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``
+  (read with ``datasets.load_from_disk``);
+- any other local directory, or a data file (``.jsonl``/``.json``/``.csv``/``.parquet``/
+  ``.arrow``/``.txt``, optionally compressed), read by ``load_dataset`` with the builder
+  its extension implies; ``data_files`` picks files inside a directory or a hub repo.
+
+Rows are mapped to :class:`~rlvr.types.Problem` exactly as the JSONL loader maps
+lines (same field options, same checks, the same helpers).  An error names the
+dataset, the split and the 0-based row index in the ``file:line`` style::
+
+    DatasetError: data/train.parquet[train]:row 17: missing answer field 'answer' (the line has: ...)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rlvr.tasks.jsonl import DatasetError, _answer, _prompt_and_messages, _require
+from rlvr.types import Problem
+
+__all__ = ["load_hf_dataset_problems"]
+
+_BUILDER_BY_SUFFIX = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet",
+                      ".arrow": "arrow", ".txt": "text"}
+_COMPRESSION = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
+
+
+def _require_datasets():
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("loading a Hugging Face dataset needs the optional dependency datasets: "
+                          "pip install 'rlvr[hf]' (or pip install datasets)") from e
+    return datasets
+
+
+def _builder_for(file: Path) -> str | None:
+    name = file.name.lower()
+    for comp in _COMPRESSION:
+        if name.endswith(comp):
+            name = name[: -len(comp)]
+    return _BUILDER_BY_SUFFIX.get(Path(name).suffix)
+
+
+def _is_saved_to_disk(d: Path) -> bool:
+    return (d / "dataset_dict.json").is_file() or ((d / "state.json").is_file() and (d / "dataset_info.json").is_file())
+
+
+def _open_split(dataset: str, split: str, name: str | None, data_files: Any, revision: str | None,
+                cache_dir: str | None):
+    """The requested split as a ``datasets.Dataset``; loading errors become DatasetError naming the source."""
+    datasets = _require_datasets()
+    source = Path(dataset).expanduser()
+    try:
+        if source.is_dir() and _is_saved_to_disk(source):
+            loaded = datasets.load_from_disk(str(source))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise DatasetError(f"{dataset}: no split {split!r} (the dataset has: {', '.join(loaded)})")
+                return loaded[split]
+            if split != "train":  # a bare Dataset has no splits; accept only the default
+                raise DatasetError(f"{dataset}: a single saved Dataset has no split {split!r} (use split='train')")
+            return loaded
+        if source.is_file():
+            builder = _builder_for(source)
+            if builder is None:
+                raise DatasetError(f"{dataset}: unknown data file type (expected one of "
+                                   f"{', '.join(sorted(_BUILDER_BY_SUFFIX))}, optionally compressed)")
+            # a single file is one split: the loader calls it "train"; expose it under the split asked for
+            return datasets.load_dataset(builder, data_files={split: str(source)}, split=split,
+                                         cache_dir=cache_dir)
+        if not source.exists() and dataset.startswith((".", "/", "~")):
+            raise DatasetError(f"{dataset}: no such file or directory")
+        return datasets.load_dataset(str(source) if source.is_dir() else dataset, name, split=split,
+                                     data_files=data_files, revision=revision, cache_dir=cache_dir)
+    except (DatasetError, ImportError):
+        raise
+    except Exception as e:  # noqa: BLE001 - datasets raises many kinds (and StopIteration for an empty file)
+        raise DatasetError(f"{dataset}: cannot load split {split!r}"
+                           f"{f' of config {name!r}' if name else ''}: {type(e).__name__}: {e}") from e
+
+
+def load_hf_dataset_problems(
+    dataset: str | os.PathLike,
+    *,
+    split: str = "train",
+    name: str | None = None,
+    data_files: str | Sequence[str] | dict[str, Any] | None = None,
+    revision: str | None = None,
+    prompt_field: str = "prompt",
+    answer_field: str = "answer",
+    id_field: str | None = None,
+    messages_field: str | None = None,
+    metadata_fields: Sequence[str] | None = None,
+    answer_transform: Callable[[Any], str] | None = None,
+    limit: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> list[Problem]:
+    """Load one :class:`Problem` per row of a ``datasets`` split.
+
+    Args:
+        dataset: hub id, ``save_to_disk`` directory, data directory or data file (see the module doc).
+        split: the split to read (``train``, ``test``, ...; a single file is read under this name).
+        name: the dataset configuration (e.g. ``"main"`` for ``openai/gsm8k``).
+        data_files: passed to ``load_dataset`` (files inside a directory or hub repo).
+        revision: hub revision (branch, tag or commit).
+        prompt_field, answer_field, id_field, messages_field, metadata_fields,
+        answer_transform: as for :func:`rlvr.tasks.load_jsonl_problems`.  Without
+            ``id_field`` ids are ``f"{stem}-{split}-{row}"`` (``stem``: the last part
+            of ``dataset`` without extension).
+        limit: read only the first ``limit`` rows (None: all).
+        cache_dir: the ``datasets`` cache (default: its own, ``$HF_DATASETS_CACHE``).
+
+    Raises:
+        ImportError: ``datasets`` is not installed (names ``pip install 'rlvr[hf]'``).
+        DatasetError: the dataset or split cannot be loaded, is empty, or a row lacks
+            a field / has a mistyped one / repeats an id (naming dataset, split and row).
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    label = str(dataset)
+    ds = _open_split(label, split, name, data_files, revision, None if cache_dir is None else str(cache_dir))
+    if len(ds) == 0:
+        raise DatasetError(f"{label}[{split}]: empty split (no rows)")
+    if limit == 0:
+        return []
+    if limit is not None and limit < len(ds):
+        ds = ds.select(range(limit))
+
+    where = f"{label}[{split}]"  # with the row, "<dataset>[<split>]:row <i>" is the location in errors
+    used = {prompt_field, answer_field} | {f for f in (id_field, messages_field) if f is not None}
+    stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
+    problems: list[Problem] = []
+    seen_ids: dict[str, int] = {}
+    for i, rec in enumerate(ds):
+        row = f"row {i}"
+        # a column that a row lacks reads as None (datasets fills the schema): treat it as missing
+        present = {k: v for k, v in rec.items() if v is not None}
+        prompt, messages = _prompt_and_messages(present, where, row, prompt_field, messages_field)
+        answer = _answer(present, where, row, answer_field, answer_transform)
+        if id_field is not None:
+            raw_id = _require(present, id_field, where, row, "id field")
+            if raw_id is None or isinstance(raw_id, (dict, list, bool)):
+                raise DatasetError(f"{where}:{row}: id field {id_field!r} must be a string or number, got {raw_id!r}")
+            pid = str(raw_id)
+        else:
+            pid = f"{stem}-{split}-{i}"
+        if pid in seen_ids:
+            raise DatasetError(f"{where}:{row}: duplicate id {pid!r} (first seen at row {seen_ids[pid]})")
+        seen_ids[pid] = i
+        if metadata_fields is None:
+            metadata = {k: v for k, v in rec.items() if k not in used}
+        else:
+            metadata = {k: rec[k] for k in metadata_fields if k in rec}
+        problems.append(Problem(id=pid, prompt=prompt, answer=answer, messages=messages, metadata=metadata))
+    return problems

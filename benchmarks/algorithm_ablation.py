@@ -137,7 +137,7 @@ def initial_accuracy(out: Path) -> dict:
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     path = run_dir / "heldout.jsonl"
     return read_metrics(path) if path.is_file() else []  # a run not made (yet)
@@ -145,7 +145,7 @@ def _rows(run_dir: Path) -> list[dict]:
 
 def _peak_rss_mb(run_dir: Path) -> float | None:
     """The run's peak resident memory (the last metrics row holds the process's high-water mark)."""
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     path = run_dir / "metrics.jsonl"
     rows = read_metrics(path) if path.is_file() else []

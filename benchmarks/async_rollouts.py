@@ -50,7 +50,7 @@ def run_variant(args) -> dict:
     from rlvr.recipes.config import RunConfig
     from rlvr.tasks.registry import build_task
     from rlvr.recipes.rl import train
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     with tempfile.TemporaryDirectory() as out:
         overrides = [*fixed_length_overrides(args, out), "algorithm.is_correction=tis", *VARIANTS[args.variant]]

@@ -101,7 +101,7 @@ def grpo_steps(model, tok, args) -> dict:
     from rlvr.config import load_config
     from rlvr.recipes.config import RunConfig
     from rlvr.recipes.rl import train
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
     from rlvr.types import Verdict
 
     def digit_fraction(completion: str, reference: str) -> Verdict:  # dense: every group has variance

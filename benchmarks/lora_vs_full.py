@@ -35,7 +35,7 @@ def run_variant(args) -> dict:
     from rlvr.recipes.config import RunConfig
     from rlvr.tasks.registry import build_task
     from rlvr.recipes.rl import train
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as out:

@@ -205,7 +205,7 @@ def test_worker_deaths_lose_and_duplicate_nothing(cluster, flaky, tiny_tokenizer
 
 def test_grpo_trains_end_to_end_on_two_ray_rollout_workers(cluster, tiny_tokenizer, tmp_path):
     from rlvr.recipes.rl import train
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
     from test_train import _cfg, _problems, parity_verifier
 
     model = make_model(tiny_tokenizer)
@@ -229,7 +229,7 @@ def test_learner_actor_placed_with_its_rollout_workers(cluster, tiny_tokenizer, 
     import test_train
     from rlvr.learner.checkpoint import latest_checkpoint
     from rlvr.recipes.rl import train
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     ray = cluster
 

@@ -322,7 +322,7 @@ def test_recipe_runs_on_two_ranks_and_resumes_on_one(tmp_path):
     """rlvr train with distributed.fsdp=true: 2 steps on 2 gloo ranks, then step 3 resumed in 1 rank."""
     from rlvr.models import load_policy
     from rlvr.learner.checkpoint import latest_checkpoint
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     out = tmp_path / "run"
     _spawn(tmp_path, 2, _worker_recipe, out, ())

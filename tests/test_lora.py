@@ -193,7 +193,7 @@ def _adapters(model):
 
 def test_lora_recipe_trains_adapters_only_and_resumes_exactly(tmp_path, tiny_tokenizer):
     from rlvr.recipes.rl import TrainingInterrupted
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     original = make_model(tiny_tokenizer).state_dict()
     base, summary = _train(tiny_tokenizer, tmp_path / "full")
@@ -240,7 +240,7 @@ def test_lora_with_a_rollout_process_sends_adapters_only(tmp_path, tiny_tokenize
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the GPU path)")
 def test_lora_recipe_on_cuda(tmp_path, tiny_tokenizer):
-    from rlvr.learner.metrics import read_metrics
+    from rlvr.trackers import read_metrics
 
     base, _ = _train(tiny_tokenizer, tmp_path, "model.device=cuda", "rollout.dtype=bfloat16", "train.save_every=0")
     assert next(base.parameters()).device.type == "cuda"

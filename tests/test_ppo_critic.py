@@ -14,7 +14,7 @@ from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.recipes.config import RunConfig
 from rlvr.learner.update import critic_value_pass as _critic_values, update_policy
 from rlvr.recipes.rl import TrainingInterrupted, train
-from rlvr.learner.metrics import read_metrics
+from rlvr.trackers import read_metrics
 from rlvr.types import Sample
 
 from conftest import make_model

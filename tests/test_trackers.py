@@ -69,18 +69,20 @@ def test_validation_does_not_import_the_tracker_packages():
 # ---------------------------------------------------------------- jsonl
 
 
-def test_jsonl_writes_exactly_what_the_metrics_logger_wrote(tmp_path):
-    from rlvr.train.metrics import MetricsLogger
+# metrics.jsonl exactly as the former rlvr.train.metrics.MetricsLogger wrote these rows (captured before it
+# was removed): existing run directories and tools that read them see the same format
+OLD_METRICS_JSONL = (
+    '{"step": 1, "reward_mean": 0.25, "accuracy": 0.5, "lr": 1e-05, "kl": 0.125, "note": "warm-up", "bad": null}\n'
+    '{"step": 2, "reward_mean": 0.5, "accuracy": 0.75, "lr": 2e-05, "kl": 0.25, "note": null, "bad": null}\n'
+    '{"step": 3, "reward_mean": 0.75, "accuracy": 1.0, "lr": 3e-05, "kl": 0.5, "note": "x", "bad": 1.0}\n')
 
-    old = MetricsLogger(tmp_path / "old", tensorboard=False)
-    for row in ROWS:
-        old.log(dict(row))
-    old.close()
+
+def test_jsonl_writes_exactly_what_the_metrics_logger_wrote(tmp_path):
     with open_trackers([], tmp_path / "new", {}, "r") as tracker:
         assert tracker.names == ["jsonl"]
         _log_all(tracker)
     new_text = (tmp_path / "new" / "metrics.jsonl").read_text()
-    assert new_text == (tmp_path / "old" / "metrics.jsonl").read_text()
+    assert new_text == OLD_METRICS_JSONL
     rows = read_metrics(tmp_path / "new" / "metrics.jsonl")
     assert rows[0] == {"step": 1, "reward_mean": 0.25, "accuracy": 0.5, "lr": 1e-5, "kl": 0.125,
                        "note": "warm-up", "bad": None}

@@ -18,7 +18,7 @@ from rlvr.config import load_config
 from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import TrainingInterrupted, train
-from rlvr.learner.metrics import read_metrics
+from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Verdict
 
 from conftest import make_model

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from conftest import make_model, make_tokenizer
 from rlvr.algorithms import ADVANTAGE_ESTIMATORS
 from rlvr.config import ConfigError, load_config
-from rlvr.learner.metrics import read_metrics
+from rlvr.trackers import read_metrics
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import train
 from rlvr.types import Problem, Verdict

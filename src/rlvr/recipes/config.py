@@ -163,6 +163,8 @@ class TrainConfig(ConfigModel):
     autocast: Literal["none", "bfloat16"] = option(
         "none", "mixed precision for the learner's forward/backward (weights and optimizer stay in model.dtype)")
     progress: bool = option(True, "show a live progress bar")
+    report_to: list[str] = option(None, "where metrics go besides metrics.jsonl (always written): tensorboard, "
+                                        "wandb (offline without a key), mlflow, trackio", default_factory=list)
     async_steps: int = option(0, "asynchronous rollouts: a generator process samples up to N steps ahead of the "
                                  "learner (needs algorithm.is_correction; 0: synchronous)")
     rollout_worker: bool = option(False, "sample in a separate generator process even when async_steps is 0 "
@@ -247,6 +249,9 @@ class RunConfig(ConfigModel):
         if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
             raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
         self._validate_registered()
+        from rlvr.trackers import validate_report_to
+
+        validate_report_to(self.train.report_to)
         adv = self.algorithm.advantage
         if adv == "gae":
             v = self.algorithm.value

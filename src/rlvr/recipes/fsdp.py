@@ -46,12 +46,12 @@ from rlvr.distributed.sharded_checkpoint import (
 from rlvr.engines import HFEngine
 from rlvr.engines.hf import sampler_dtype
 from rlvr.learner.checkpoint import latest_checkpoint
-from rlvr.learner.metrics import MetricsLogger
+from rlvr.trackers import open_trackers
 from rlvr.models.frozen import frozen_copy
 from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
-from rlvr.config import save_config
+from rlvr.config import config_to_dict, save_config
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
 
@@ -212,9 +212,9 @@ class FSDPRecipe(RLRecipe):
         _sync_sampler(self.sampler_model, self.model)
         if self.main:
             save_config(cfg, out_dir / "config.yaml")
-        self.metrics_log = MetricsLogger(out_dir, resume_from_step=self.start_step if tcfg.resume else None) \
-            if self.main else None
-        self.heldout_log = None
+        self.periodic = False
+        self.tracker = open_trackers(tcfg.report_to, out_dir, config_to_dict(cfg), run_name=out_dir.name,
+                                     resume_from_step=self.start_step if tcfg.resume else None) if self.main else None
         summary: dict[str, Any] = {"output_dir": str(out_dir), "world_size": self.world}
         if self.main and cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
             print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
@@ -252,7 +252,7 @@ class FSDPRecipe(RLRecipe):
         row = {"step": step + 1, **stats, "rollouts": self.rollouts_done, "lr": self.scheduler.get_last_lr()[0],
                **learn, "world_size": self.world, **self.acct.row()}
         if self.main:
-            self.metrics_log.log(row)
+            self.tracker.log(row, row["step"])
             print(f"step {step + 1}/{self.cfg.train.steps}  reward {row['reward_mean']:.3f}  "
                   f"acc {row['accuracy']:.3f}  len {row['response_length']:.1f}  loss {row.get('loss', 0.0):.4f}  "
                   f"{row['step_time']:.1f}s", flush=True)
@@ -261,7 +261,7 @@ class FSDPRecipe(RLRecipe):
     def finish(self, summary: dict[str, Any], step: int, row: dict[str, Any]) -> dict[str, Any]:
         cfg, out_dir = self.cfg, self.out_dir
         if self.main:
-            self.metrics_log.close()
+            self.tracker.close()
         final = self.checkpoint(step) if cfg.train.steps > self.start_step or latest_checkpoint(out_dir) is None \
             else latest_checkpoint(out_dir)
         summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})

@@ -37,13 +37,12 @@ import torch
 from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_stats, ppo_gae_advantages
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
-from rlvr.config import save_config
+from rlvr.config import config_to_dict, save_config
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.learner.batching import collate
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from rlvr.learner.metrics import MetricsLogger
 from rlvr.learner.update import (
     critic_value_pass,
     deferred_interrupts,
@@ -59,6 +58,7 @@ from rlvr.models.value_head import build_critic
 from rlvr.recipes.config import RunConfig
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler, build_task
+from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict
 from rlvr.utils.accounting import StepAccounting
 from rlvr.utils.device import resolve_device
@@ -158,6 +158,7 @@ class RLRecipe:
         self.rollouts_done = 0  # completions generated so far (train.max_rollouts budget)
         self.worker = None
         self.bar = None
+        self.tracker = None
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -401,7 +402,7 @@ class RLRecipe:
             row["ref_reset"] = ref_reset
         if self.dfilter is not None:
             row["filter_tracked_prompts"] = len(self.dfilter)
-        self.metrics_log.log(row)
+        self.tracker.log(row, row["step"])
         return row
 
     def show(self, row: dict[str, Any]) -> None:
@@ -421,9 +422,10 @@ class RLRecipe:
             self.resume()
         save_config(cfg, out_dir / "config.yaml")
         resume_from = self.start_step if tcfg.resume else None
-        self.metrics_log = MetricsLogger(out_dir, resume_from_step=resume_from)
-        self.heldout_log = MetricsLogger(out_dir, resume_from_step=resume_from, tensorboard=False,
-                                         name="heldout.jsonl") if cfg.eval.every and self.heldout else None
+        self.periodic = bool(cfg.eval.every and self.heldout)
+        self.tracker = open_trackers(tcfg.report_to, out_dir, config_to_dict(cfg), run_name=out_dir.name,
+                                     resume_from_step=resume_from,
+                                     groups=("train", "heldout") if self.periodic else ("train",))
         summary: dict[str, Any] = {"output_dir": str(out_dir)}
         if cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
             print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
@@ -466,8 +468,8 @@ class RLRecipe:
                 if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
                     with deferred_interrupts():
                         self.checkpoint(step + 1)
-                if self.heldout_log is not None and (step + 1) % cfg.eval.every == 0:
-                    self.heldout_log.log(self.periodic_eval(step + 1))
+                if self.periodic and (step + 1) % cfg.eval.every == 0:
+                    self.log_heldout(step + 1)
             else:
                 step = tcfg.steps
         except KeyboardInterrupt:
@@ -477,8 +479,10 @@ class RLRecipe:
                 self.worker.close()
         return self.finish(summary, step, row)
 
-    def periodic_eval(self, step: int) -> dict:
-        return periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done)
+    def log_heldout(self, step: int) -> None:
+        """An ``eval.every`` evaluation, logged to the trackers' ``heldout`` group (heldout.jsonl)."""
+        self.tracker.log(periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done),
+                         step, group="heldout")
 
     def interrupted(self, step: int, snap: tuple | None) -> None:
         """Ctrl-C: checkpoint the last finished step (restoring the pre-step sampling state) and raise."""
@@ -488,8 +492,8 @@ class RLRecipe:
         if self.bar is not None:
             self.bar.close()
         path = self.checkpoint(done)
-        if self.metrics_log is not None:  # None on the ranks of a sharded run that do not write logs
-            self.metrics_log.close()
+        if self.tracker is not None:  # None on the ranks of a sharded run that do not write logs
+            self.tracker.close()
         print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
         raise TrainingInterrupted() from None
 
@@ -498,11 +502,9 @@ class RLRecipe:
         cfg, tcfg, out_dir = self.cfg, self.cfg.train, self.out_dir
         if self.bar is not None:
             self.bar.close()
-        self.metrics_log.close()
-        if self.heldout_log is not None:
-            if step > self.start_step and step % cfg.eval.every:  # the run ended between two evals: one at the end
-                self.heldout_log.log(self.periodic_eval(step))
-            self.heldout_log.close()
+        if self.periodic and step > self.start_step and step % cfg.eval.every:  # ended between two evals
+            self.log_heldout(step)
+        self.tracker.close()
         final = self.checkpoint(step) if tcfg.steps > self.start_step or latest_checkpoint(out_dir) is None else \
             latest_checkpoint(out_dir)
         summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})

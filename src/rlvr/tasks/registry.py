@@ -91,3 +91,19 @@ def task_options(cfg: Any) -> dict[str, Any]:
 def build_task(cfg: Any) -> Split:
     """(train, held-out) problems for a task config section (``task.name`` plus its options)."""
     return TASKS.get(cfg.name)(**task_options(cfg))
+
+
+@TASKS.register("hf", doc="a `datasets` dataset: task.path is a hub id, a save_to_disk directory, a data directory "
+                          "or file (pip install rlvr[hf]); split / eval_split / name in task.params")
+def hf_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
+            split: str = "train", eval_split: str | None = None, name: str | None = None,
+            num_heldout: int = 256, seed: int = 0) -> Split:
+    from rlvr.tasks.hf_dataset import load_hf_dataset_problems
+
+    if not path:
+        raise ValueError("task.name=hf needs task.path=<hub id, dataset directory or data file>")
+    load = dict(name=name, prompt_field=prompt_field, answer_field=answer_field)
+    train = load_hf_dataset_problems(path, split=split, **load)
+    if eval_split is None:  # one split: hold out a seeded subset of it
+        return held_out_split(train, num_heldout, seed)
+    return train, load_hf_dataset_problems(path, split=eval_split, limit=num_heldout, **load)

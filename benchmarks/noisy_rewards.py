@@ -13,7 +13,7 @@ the policy is trained with
 
 GRPO is not paired with a correction on purpose: both corrections are affine in
 the reward, and GRPO's group mean/std normalisation cancels an affine map exactly
-(``tests/test_rewards.py`` asserts it), so "corrected GRPO" *is* GRPO.  The
+(``tests/rewards/test_rewards.py`` asserts it), so "corrected GRPO" *is* GRPO.  The
 held-out accuracy is measured with the true verifier, and ``accuracy`` in
 metrics.jsonl keeps the true verdicts while ``reward_mean`` sees the flips.
 

@@ -69,7 +69,7 @@ def test_validation_does_not_import_the_tracker_packages():
 # ---------------------------------------------------------------- jsonl
 
 
-# metrics.jsonl exactly as the former rlvr.train.metrics.MetricsLogger wrote these rows (captured before it
+# metrics.jsonl exactly as the former rlvr.learner.metrics.MetricsLogger wrote these rows (captured before it
 # was removed): existing run directories and tools that read them see the same format
 OLD_METRICS_JSONL = (
     '{"step": 1, "reward_mean": 0.25, "accuracy": 0.5, "lr": 1e-05, "kl": 0.125, "note": "warm-up", "bad": null}\n'

@@ -444,7 +444,7 @@ Example:
 
 
 def _cmd_export(ns) -> int:
-    from rlvr.models.export import ExportError, export_checkpoint
+    from rlvr.learner.export import ExportError, export_checkpoint
 
     try:
         out = export_checkpoint(ns.checkpoint, ns.out, gguf=ns.gguf, overwrite=ns.overwrite)

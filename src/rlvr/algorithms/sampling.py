@@ -36,40 +36,41 @@ def dynamic_sampling_filter(rewards: Tensor, group_size: int) -> tuple[Tensor, T
 
 
 class DynamicSamplingBuffer:
-    """Accumulates informative groups over several generation rounds until a batch is full (DAPO).
+    """DAPO dynamic sampling (Yu et al. 2025, Sec. 3.2) as the recipe runs it: collect groups over several
+    generation rounds until ``target_groups`` informative ones are kept.
 
-    Usage per training step::
+    Usage per training step (what :func:`rlvr.rollout.collect.collect_rollouts` does)::
 
-        buf = DynamicSamplingBuffer(target_groups=P, group_size=G, max_rounds=8)
+        buf = DynamicSamplingBuffer(target_groups=P, group_size=G, max_rounds=4, drop_uninformative=True)
         while not buf.full and not buf.exhausted:
-            samples, rewards = generate(buf.prompts_to_request(P))   # G samples per prompt
-            buf.add(samples, rewards)
-        samples, rewards = buf.take()          # exactly P groups (fewer if exhausted)
+            buf.start_round()
+            for group, rewards in generate(P prompts):
+                buf.add(group, rewards)
+        groups = buf.take()    # exactly P groups: the kept ones first, topped up with dropped ones
 
-    ``items`` may be anything indexable (Sample records, ids); groups are
-    consecutive blocks of ``group_size``.  Surplus groups beyond the target are
-    dropped, as in DAPO.  Counters (``rounds``, ``groups_seen``,
-    ``groups_dropped``) feed the diagnostics.
+    A group is *informative* when its rewards are not all equal (it has a non-zero
+    group-relative advantage).  With ``drop_uninformative=False`` every group counts
+    as kept (one round, plain GRPO).  If the rounds run out first, the batch is
+    topped up with dropped groups (their advantage is 0, so they only count towards
+    the step's statistics).  ``generated`` counts every group's samples.
     """
 
-    def __init__(self, target_groups: int, group_size: int, max_rounds: int | None = None):
+    def __init__(self, target_groups: int, group_size: int, max_rounds: int | None = None,
+                 drop_uninformative: bool = True):
         if target_groups < 1 or group_size < 1:
             raise ValueError(f"need target_groups >= 1 and group_size >= 1, got {target_groups}, {group_size}")
         if max_rounds is not None and max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
         self.target_groups, self.group_size, self.max_rounds = target_groups, group_size, max_rounds
-        self._items: list[list[Any]] = []
-        self._rewards: list[Tensor] = []
-        self.rounds = self.groups_seen = self.groups_dropped = 0
-
-    @property
-    def num_groups(self) -> int:
-        return len(self._items)
+        self.drop_uninformative = drop_uninformative
+        self.kept: list[Any] = []
+        self.dropped: list[Any] = []
+        self.rounds = 0
 
     @property
     def needed(self) -> int:
         """Groups still missing from the batch."""
-        return max(self.target_groups - self.num_groups, 0)
+        return max(self.target_groups - len(self.kept), 0)
 
     @property
     def full(self) -> bool:
@@ -79,42 +80,26 @@ class DynamicSamplingBuffer:
     def exhausted(self) -> bool:
         return self.max_rounds is not None and self.rounds >= self.max_rounds
 
-    def prompts_to_request(self, keep_rate: float | None = None, oversample: float = 1.0) -> int:
-        """How many prompts to generate next: ``ceil(needed * oversample / keep_rate)``.
+    @property
+    def generated(self) -> int:
+        """Samples generated so far (every group, kept or dropped)."""
+        return (len(self.kept) + len(self.dropped)) * self.group_size
 
-        ``keep_rate`` defaults to the fraction of groups kept so far (1 before any round).
-        """
-        if self.full:
-            return 0
-        if keep_rate is None:
-            kept = self.groups_seen - self.groups_dropped
-            keep_rate = kept / self.groups_seen if kept else (1.0 / (self.groups_seen + 1) if self.groups_seen else 1.0)
-        if not 0.0 < keep_rate <= 1.0 or oversample <= 0:
-            raise ValueError(f"need 0 < keep_rate <= 1 and oversample > 0, got {keep_rate}, {oversample}")
-        return max(1, math.ceil(self.needed * oversample / keep_rate - 1e-9))
-
-    def add(self, items: Sequence[Any], rewards: Tensor) -> int:
-        """Add one round of generations; keeps the informative groups and returns how many."""
-        r = torch.as_tensor(rewards)
-        if len(items) != r.numel():
-            raise ValueError(f"{len(items)} items but {r.numel()} rewards")
-        keep = informative_groups(r, self.group_size)
+    def start_round(self) -> None:
         self.rounds += 1
-        self.groups_seen += keep.numel()
-        self.groups_dropped += int((~keep).sum())
-        G = self.group_size
-        for g in keep.nonzero().reshape(-1).tolist():
-            self._items.append(list(items[g * G:(g + 1) * G]))
-            self._rewards.append(r[g * G:(g + 1) * G])
-        return int(keep.sum())
 
-    def take(self) -> tuple[list[Any], Tensor]:
-        """The first ``target_groups`` kept groups (flattened) and their rewards; resets the buffer."""
-        items = [x for grp in self._items[:self.target_groups] for x in grp]
-        rew = torch.cat(self._rewards[:self.target_groups]) if self._rewards else torch.zeros(0)
-        self._items, self._rewards = [], []
-        self.rounds = self.groups_seen = self.groups_dropped = 0
-        return items, rew
+    def add(self, group: Any, rewards: Tensor) -> bool:
+        """Add one group (anything; ``rewards`` are its ``group_size`` rewards); returns whether it is kept."""
+        r = torch.as_tensor(rewards)
+        if r.numel() != self.group_size:
+            raise ValueError(f"a group has {self.group_size} rewards, got {r.numel()}")
+        keep = bool(informative_groups(r, self.group_size)[0]) or not self.drop_uninformative
+        (self.kept if keep else self.dropped).append(group)
+        return keep
+
+    def take(self) -> list[Any]:
+        """``target_groups`` groups: the kept ones first, then dropped ones if the rounds ran out."""
+        return (self.kept + self.dropped)[: self.target_groups]
 
 
 class DifficultyFilter:

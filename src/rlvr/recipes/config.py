@@ -59,8 +59,10 @@ class RolloutConfig(ConfigModel):
     temperature: float = option(1.0, "sampling temperature during training")
     top_p: float = option(1.0, "nucleus sampling mass during training")
     batch_size: int = option(64, "sequences decoded together by the engine")
-    engine: Literal["hf", "vllm"] = option(
-        "hf", "rollout engine: hf (in-process HF model, the CPU default) or vllm (needs the gpu extra)")
+    engine: str = option("hf", "rollout engine, a name in rlvr.engines.registry.ENGINES: hf (in-process HF model, "
+                               "the CPU default) or vllm (needs the gpu extra)")
+    engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
+                                                 "entry)", default_factory=dict)
     dtype: Literal["auto", "float32", "bfloat16"] = option(
         "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
     ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
@@ -240,6 +242,16 @@ class RunConfig(ConfigModel):
         IS_CORRECTIONS.validate_params(a.is_correction, a.is_params, key="algorithm.is_params")
         VERIFIERS.entry(r.verifier, key="reward.verifier")
         VERIFIERS.validate_params(r.verifier, r.verifier_params, key="reward.verifier_params")
+        from rlvr.engines.registry import ENGINES
+
+        ENGINES.entry(self.rollout.engine, key="rollout.engine")
+        ENGINES.validate_params(self.rollout.engine, self.rollout.engine_params, key="rollout.engine_params")
+        if self.distributed.backend == "ray":
+            from rlvr.distributed.engine_factory import RAY_ENGINES
+
+            if self.rollout.engine not in RAY_ENGINES:
+                raise ValueError(f"rollout.engine={self.rollout.engine} cannot run in Ray rollout workers "
+                                 f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
         TASKS.entry(self.task.name, key="task.name")
         task_options(self.task)
 

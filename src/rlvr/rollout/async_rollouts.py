@@ -125,9 +125,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         cfg = args["cfg"]
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        from rlvr.models.lora import is_lora_model
-        from rlvr.engines import HFEngine
-        from rlvr.engines.hf import sampler_dtype
+        from rlvr.engines.registry import build_engine
         from rlvr.utils.accounting import peak_rss_mb
         from rlvr.tasks.sampler import PromptSampler
         from rlvr.rollout.collect import collect_rollouts
@@ -135,10 +133,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
 
         model = args["model"].to(args["device"])
         verifier = args["verifier"] or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
-        merge = cfg.model.lora.merge_for_rollout if is_lora_model(model) else True
-        engine = HFEngine(model, args["tokenizer"], batch_size=cfg.rollout.batch_size,
-                          system_prompt=cfg.task.system_prompt, dtype=sampler_dtype(cfg.rollout.dtype),
-                          merge_lora=merge)
+        engine = build_engine("hf", model, args["tokenizer"], cfg)  # the same engine as the in-process recipe
         engine.generator.set_state(args["generator_state"])
         sampler = PromptSampler(args["problems"], seed=cfg.train.seed, position=args["data_position"])
         dfilter, names = args["dfilter"], args["names"]

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from rlvr.algorithms.sampling import DifficultyFilter, informative_groups
+from rlvr.algorithms.sampling import DifficultyFilter, DynamicSamplingBuffer
 from rlvr.engines import SamplingParams
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
 from rlvr.tasks.sampler import PromptSampler
@@ -58,14 +58,13 @@ def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingP
     """
     G, P, rcfg = params.n, cfg.train.prompts_per_step, cfg.reward
     noise = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)  # resume-exact
-    kept: list[tuple] = []
-    dropped: list[tuple] = []
-    t_gen, rounds = 0.0, 0
+    t_gen = 0.0
     max_rounds = cfg.algorithm.max_sampling_rounds if cfg.algorithm.dynamic_sampling else 1
     if budget_left is not None:  # train.max_rollouts: extra rounds may not overshoot the budget
         max_rounds = max(1, min(max_rounds, budget_left // (P * G)))
-    while len(kept) < P and rounds < max_rounds:
-        rounds += 1
+    buf = DynamicSamplingBuffer(P, G, max_rounds, drop_uninformative=cfg.algorithm.dynamic_sampling)
+    while not buf.full and not buf.exhausted:
+        buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         groups = engine.generate(problems, params)
@@ -84,10 +83,9 @@ def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingP
                                                alpha=rcfg.laser_alpha) - correct
             if rcfg.overlong_cache_len:
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
-            informative = bool(informative_groups(reward, G)[0])
-            (kept if informative or not cfg.algorithm.dynamic_sampling else dropped).append((group, verdicts, reward))
-    chosen = (kept + dropped)[:P]
+            buf.add((group, verdicts, reward), reward)
+    chosen = buf.take()
     samples = [s for g, _, _ in chosen for s in g]
     verdicts = [v for _, vs, _ in chosen for v in vs]
     rewards = torch.cat([r for _, _, r in chosen])
-    return samples, verdicts, rewards, rounds, t_gen, (len(kept) + len(dropped)) * G
+    return samples, verdicts, rewards, buf.rounds, t_gen, buf.generated

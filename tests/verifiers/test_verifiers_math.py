@@ -16,7 +16,7 @@ from rlvr.verifiers.batch import verify_batch  # noqa: E402
 from rlvr.verifiers.math import extract_answer  # noqa: E402
 from rlvr.verifiers.math.normalize import clean, to_number  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         raise ExportError(f"{p} is a sharded (FSDP) checkpoint without full weights in model/; export needs "
                           "model/ (written when the run saves full weights next to the shards)")
     if (p / "checkpoints").is_dir():
-        from rlvr.train.checkpoint import latest_checkpoint
+        from rlvr.learner.checkpoint import latest_checkpoint
 
         latest = latest_checkpoint(p)
         if latest is None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rlvr.train import accounting
+from rlvr.utils import accounting
 from rlvr.utils.accounting import StepAccounting
 
 

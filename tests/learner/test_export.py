@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from conftest import make_model, make_tokenizer
-from rlvr.models.export import ExportError, export_checkpoint
-from rlvr.train.checkpoint import save_checkpoint
+from rlvr.learner.export import ExportError, export_checkpoint
+from rlvr.learner.checkpoint import save_checkpoint
 
 IDS = [[5, 6, 7, 8, 9, 10, 11, 12], [20, 21, 22, 23, 30, 31, 32, 33]]
 

@@ -17,31 +17,31 @@ def test_dynamic_sampling_filter():
     assert informative_groups(torch.zeros(0), 3).numel() == 0
 
 
-def test_dynamic_sampling_buffer_refills():
+def test_dynamic_sampling_buffer_refills_and_tops_up():
     buf = DynamicSamplingBuffer(target_groups=2, group_size=2, max_rounds=3)
-    assert buf.prompts_to_request() == 2 and not buf.full
-    # round 1: groups [1,0] kept, [1,1] and [0,0] dropped
-    assert buf.add(list("abcdef"), T([1.0, 0.0, 1.0, 1.0, 0.0, 0.0])) == 1
-    assert buf.needed == 1 and buf.groups_dropped == 2
-    # keep rate so far 1/3 -> ask for ceil(1 / (1/3)) = 3 prompts
-    assert buf.prompts_to_request() == 3
-    # round 2: both informative; the surplus group is dropped by take()
-    assert buf.add(list("ghij"), T([0.0, 1.0, 1.0, 0.0])) == 2
-    assert buf.full and buf.prompts_to_request() == 0
-    items, rewards = buf.take()
-    assert items == list("abgh") and rewards.tolist() == [1.0, 0.0, 0.0, 1.0]
-    assert buf.num_groups == 0 and buf.rounds == 0
+    buf.start_round()  # round 1: [1,0] kept, [1,1] and [0,0] dropped
+    assert [buf.add(g, T(r)) for g, r in (("ab", [1.0, 0.0]), ("cd", [1.0, 1.0]), ("ef", [0.0, 0.0]))] == \
+        [True, False, False]
+    assert buf.needed == 1 and not buf.full and not buf.exhausted and buf.generated == 6
+    buf.start_round()  # round 2: both informative; the surplus group is not taken
+    buf.add("gh", T([0.0, 1.0]))
+    buf.add("ij", T([1.0, 0.0]))
+    assert buf.full and buf.rounds == 2 and buf.generated == 10
+    assert buf.take() == ["ab", "gh"]
 
 
-def test_dynamic_sampling_buffer_exhaustion_and_errors():
-    buf = DynamicSamplingBuffer(target_groups=1, group_size=2, max_rounds=1)
-    buf.add(["a", "b"], T([1.0, 1.0]))
+def test_dynamic_sampling_buffer_exhaustion_tops_up_with_dropped_groups():
+    buf = DynamicSamplingBuffer(target_groups=2, group_size=2, max_rounds=1)
+    buf.start_round()
+    buf.add("ab", T([1.0, 1.0]))
+    buf.add("cd", T([1.0, 0.0]))
     assert buf.exhausted and not buf.full
-    assert buf.prompts_to_request() == 2   # nothing kept in 1 group seen -> keep rate 1/2
-    items, rewards = buf.take()
-    assert items == [] and rewards.numel() == 0
-    with pytest.raises(ValueError, match="items"):
-        buf.add(["a"], T([1.0, 0.0]))
+    assert buf.take() == ["cd", "ab"]  # kept first, then dropped (zero advantage, statistics only)
+    with pytest.raises(ValueError, match="2 rewards"):
+        buf.add("a", T([1.0]))
+    plain = DynamicSamplingBuffer(target_groups=1, group_size=2, drop_uninformative=False)
+    plain.start_round()
+    assert plain.add("xy", T([0.0, 0.0])) and plain.full  # without filtering every group is kept
 
 
 def test_difficulty_filter_ema():

@@ -29,7 +29,7 @@ from rlvr.tasks import (
 from rlvr.tasks.benchmarks import PACKAGED_DATA_DIR, data_file
 from rlvr.types import Problem
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _write(path: Path, text: str) -> Path:

@@ -11,7 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA_FILES = ["aime24_test.jsonl.gz", "amc23_test.jsonl.gz", "gsm8k_test.jsonl.gz", "gsm8k_train.jsonl.gz",
               "math500_test.jsonl.gz"]
 ROWS = {"aime24_test.jsonl.gz": 30, "amc23_test.jsonl.gz": 40, "gsm8k_test.jsonl.gz": 1319,

@@ -121,11 +121,9 @@ def _cmd_eval(ns) -> int:
         print("rlvr: note: n > 1 at temperature 0 draws n identical greedy samples; use --temperature > 0 "
               "for pass@k / maj@k", file=sys.stderr)
     system_prompt = ns.system_prompt if ns.system_prompt is not None else cfg.task.system_prompt
-    device = cfg.model.device
-    if device == "auto":
-        import torch
+    from rlvr.utils.device import resolve_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(cfg.model.device))
     req = EvalRequest(
         task=task, problems=problems, model=(ns.model if ns.rescore_only else model_name), limit=ns.limit,
         samples_path=samples, rescore_only=ns.rescore_only, verifier=ns.verifier or (

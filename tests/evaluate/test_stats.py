@@ -87,3 +87,19 @@ def test_intervals_overlap():
     assert not intervals_overlap((1.1, 2.0), (0.0, 1.0))
     with pytest.raises(ValueError):
         intervals_overlap((1.0, 0.0), (0.0, 1.0))
+
+
+def test_one_bootstrap_serves_the_interval_and_the_per_metric_means():
+    """bootstrap_ci(mean) and metrics.bootstrap_means resample the same problems: equal intervals."""
+    import numpy as np
+
+    from rlvr.evaluate.metrics import bootstrap_means
+    from rlvr.evaluate.stats import bootstrap_ci, bootstrap_indices
+
+    x = np.random.default_rng(1).random(37)
+    lo, hi = bootstrap_ci(x, n_resamples=500, seed=7)
+    lo2, hi2 = bootstrap_means(x[:, None], n_resamples=500, seed=7)
+    assert np.allclose([lo, hi], [lo2[0], hi2[0]], atol=1e-12)
+    whole = next(bootstrap_indices(37, 500, seed=7))
+    blocks = np.concatenate(list(bootstrap_indices(37, 500, seed=7, chunk_rows=64)))
+    assert (whole == blocks).all()  # block size does not change the resamples

@@ -182,8 +182,9 @@ def bootstrap_means(values: np.ndarray, *, n_resamples: int = 2000, confidence: 
     P = v.shape[0]
     if P == 0:
         raise ValueError("bootstrap needs at least one problem")
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, P, size=(n_resamples, P))
+    from rlvr.evaluate.stats import bootstrap_indices
+
+    (draws,) = bootstrap_indices(P, n_resamples, seed)  # the same resamples as bootstrap_ci
     counts = np.bincount((np.arange(n_resamples)[:, None] * P + draws).ravel(),
                          minlength=n_resamples * P).reshape(n_resamples, P)
     means = counts @ v / P  # [B, M]

@@ -60,6 +60,18 @@ def _apply_stat(stat: Callable, samples: np.ndarray) -> np.ndarray:
     return np.array([stat(row) for row in samples], dtype=float)
 
 
+def bootstrap_indices(n: int, n_resamples: int, seed: int = 0, chunk_rows: int | None = None):
+    """The resamples of every bootstrap in rlvr: ``n_resamples`` rows of ``n`` indices drawn with replacement
+    from ``np.random.default_rng(seed)``, yielded in blocks of at most ``chunk_rows`` rows (the same stream
+    whatever the block size)."""
+    if n < 1 or n_resamples < 1:
+        raise ValueError(f"a bootstrap needs n >= 1 and n_resamples >= 1, got {n}, {n_resamples}")
+    rng = np.random.default_rng(seed)
+    step = chunk_rows or n_resamples
+    for start in range(0, n_resamples, step):
+        yield rng.integers(0, n, size=(min(step, n_resamples - start), n))
+
+
 def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable = np.mean, n_resamples: int = 2000,
                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap confidence interval for ``stat(values)`` (B. Efron 1979, Ann. Statist. 7:1).
@@ -77,12 +89,8 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, stat: Callable = np.mean,
     n = x.size
     if n == 0:
         raise ValueError("bootstrap_ci needs at least one value")
-    rng = np.random.default_rng(seed)
     per_chunk = max(1, _BOOTSTRAP_CHUNK_ELEMENTS // n)
-    stats = []
-    for start in range(0, n_resamples, per_chunk):
-        r = min(per_chunk, n_resamples - start)
-        stats.append(_apply_stat(stat, x[rng.integers(0, n, size=(r, n))]))
+    stats = [_apply_stat(stat, x[idx]) for idx in bootstrap_indices(n, n_resamples, seed, per_chunk)]
     alpha = 1 - confidence
     lo, hi = np.quantile(np.concatenate(stats), [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)

@@ -89,7 +89,10 @@ def _order(problems, seed):
 
 
 def test_worker_errors_reach_the_learner(tmp_path, tiny_tokenizer):
-    cfg = _cfg(tmp_path, "reward.verifier=no_such_verifier")
+    with pytest.raises(ConfigError, match="reward.verifier: unknown verifier 'no_such_verifier'"):
+        _cfg(tmp_path, "reward.verifier=no_such_verifier")  # refused at load in normal use
+    cfg = _cfg(tmp_path)
+    cfg.reward.verifier = "no_such_verifier"  # forced past validation: the worker process fails on it
     model = make_model(tiny_tokenizer)
     with AsyncRollouts(model, tiny_tokenizer, _problems(4), SamplingParams(n=2, max_new_tokens=2), cfg,
                        verifier=None, dfilter=None, start=0, end=2, max_ahead=1, data_position=0,

@@ -221,7 +221,7 @@ def test_config_accepts_ppo_and_refuses_bad_critic_settings(tmp_path):
                 "algorithm.value.warmup_steps=-1"):
         with pytest.raises(ValueError, match="algorithm.value"):
             cfg("algorithm.advantage=gae", bad).check()
-    with pytest.raises(ValueError, match="gamma, lam and whiten"):
+    with pytest.raises(ValueError, match="'gae' accepts: gamma, lam, whiten"):
         cfg("algorithm.advantage=gae", "algorithm.advantage_params={k: 4}").check()
     with pytest.raises(ValueError, match="gae"):
         cfg("algorithm.advantage=gae", "distributed.fsdp=true").check()

@@ -249,7 +249,7 @@ def test_reward_noise_injection_changes_rewards_not_accuracy(tmp_path, tiny_toke
 
 
 def test_config_rejects_unknown_estimators():
-    with pytest.raises(Exception, match="known: .*rloo"):
+    with pytest.raises(Exception, match="registered: .*rloo"):
         load_config(RunConfig, None, ["algorithm.advantage=nope"]).check()
     load_config(RunConfig, None, ["algorithm.advantage=gae"]).check()  # PPO's critic: tests/integration/test_ppo_critic.py
 

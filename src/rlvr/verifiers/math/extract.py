@@ -224,7 +224,7 @@ def _last_candidate(text: str, offset: int = 0) -> tuple[str, int, str] | None:
     Returns ``(answer, end offset, source)``; numbers inside math spans or between
     ``$`` signs are never taken.
     """
-    every = latex_spans(text)
+    every = [sp for sp in latex_spans(text) if not _is_phantom_or_empty(_BOX_OPEN_RE.sub("", text[sp[2]:sp[3]]))]
     spans = [sp for sp in every if not _is_name(text[sp[2]:sp[3]])] or every[-1:]
     last_span = spans[-1] if spans else None
     masked = _masked(text)

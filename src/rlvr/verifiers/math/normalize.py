@@ -44,7 +44,8 @@ _GROUP_SPACE_RE = re.compile(r"(?<=\d),\s*(?:\\[,;:! ]\s*)+(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
 _LITERAL_OP_RE = re.compile(r"\d\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*\d")
-_NON_LITERAL_RE = re.compile(r"\\(?!frac|dfrac|tfrac|times|cdot|div|left|right)[a-zA-Z]+|[a-zA-Z]")
+_ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right)(?![a-zA-Z])")
+_PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
 
 
 def squash(s: str) -> str:
@@ -55,6 +56,7 @@ def squash(s: str) -> str:
 def clean(s: str) -> str:
     """Presentation-free LaTeX for one answer (see the module docstring)."""
     s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
+    s = _PHANTOM_RE.sub("", s)  # renders as nothing
     s = _GROUP_SPACE_RE.sub(",", s)  # "11,\\! 111" -> "11,111"
     s = _DELIMS_RE.sub(" ", s)
     s = _DFRAC_RE.sub(r"\\frac", s)
@@ -106,7 +108,7 @@ def split_relation(s: str) -> list[str]:
 
 def _unevaluated(s: str) -> bool:
     """Arithmetic on number literals only: ``17+25``, ``237 \\cdot 82``, ``2^{10}``, ``(9+1)``."""
-    return bool(_LITERAL_OP_RE.search(s)) and not _NON_LITERAL_RE.search(s)
+    return bool(_LITERAL_OP_RE.search(s)) and not re.search(r"[a-zA-Z]", _ARITH_CMD_RE.sub(" ", s))
 
 
 def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list: bool) -> str | None:

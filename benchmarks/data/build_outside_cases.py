@@ -16,6 +16,8 @@ SDIST_DIRs are the unpacked source distributions from PyPI (they ship their test
 * lm-eval: the ``is_equiv`` cases of ``tests/test_minerva_math.py`` (parametrised
   lists read with ``ast``; the two direct ``assert is_equiv(...)`` lines as well).
 * bundled: hand-labelled responses of the bundled model (see the README beside this file).
+* ref: published reference solutions (AIME 2024, MATH-500 with the box removed), see
+  :func:`reference_solution_cases`.
 
 Labels are copied from the source, never changed.  Duplicate (gold, response) pairs
 keep their first occurrence.
@@ -121,18 +123,72 @@ def lm_eval_cases(sdist: Path) -> list[dict]:
             for g, p, lab, s in out]
 
 
+def _unbox(solution: str) -> str | None:
+    """The solution with its one ``\\boxed{X}`` replaced by ``X`` (None unless exactly one box)."""
+    starts = [i for i in range(len(solution)) if solution.startswith("\\boxed{", i)]
+    if len(starts) != 1:
+        return None
+    i = starts[0] + len("\\boxed{")
+    depth = 1
+    for j in range(i, len(solution)):
+        depth += {"{": 1, "}": -1}.get(solution[j], 0)
+        if depth == 0:
+            return solution[:starts[0]] + solution[i:j] + solution[j + 1:]
+    return None
+
+
+def reference_solution_cases(data_dir: Path, n_math: int = 80) -> list[dict]:
+    """Published reference solutions as responses (their labels follow from the source):
+
+    * AIME 2024 solutions (Qwen2.5-Math evaluation data, AoPS-style text, mostly
+      boxed) with their own answer (correct) and with the next problem's different
+      integer answer (wrong);
+    * the first ``n_math`` MATH-500 solutions with a single ``\\boxed{}`` whose box is
+      removed (``$x = \\boxed{46}.$`` -> ``$x = 46.$``, the unboxed final answers of the
+      issue), with their own answer (correct) and, for integer answers, with the next
+      such problem's different integer answer (wrong).
+    """
+    out = []
+    aime = [json.loads(x) for x in (data_dir / "aime24_test.jsonl").read_text().splitlines() if x.strip()]
+    for i, r in enumerate(aime):
+        src = f"shared/data/aime24_test.jsonl id {r['id']}"
+        out.append({"gold": str(r["answer"]), "completion": r["solution"], "label": True,
+                    "category": "ref/aime24_solution", "source": src})
+        other = aime[(i + 1) % len(aime)]
+        if str(other["answer"]).strip() != str(r["answer"]).strip():
+            out.append({"gold": str(other["answer"]), "completion": r["solution"], "label": False,
+                        "category": "ref/aime24_solution_other_answer", "source": src})
+    math500 = [json.loads(x) for x in (data_dir / "math500_test.jsonl").read_text().splitlines() if x.strip()]
+    picked = [(r, _unbox(r["solution"])) for r in math500]
+    picked = [(r, u) for r, u in picked if u is not None][:n_math]
+    ints = [(r, u) for r, u in picked if r["answer"].strip().lstrip("-").isdigit()]
+    for r, u in picked:
+        out.append({"gold": r["answer"], "completion": u, "label": True, "category": "ref/math500_unboxed",
+                    "source": f"shared/data/math500_test.jsonl {r['unique_id']} (box removed)"})
+    for (r, u), (other, _) in zip(ints, ints[1:] + ints[:1]):
+        if int(other["answer"]) != int(r["answer"]):
+            out.append({"gold": other["answer"], "completion": u, "label": False,
+                        "category": "ref/math500_unboxed_other_answer",
+                        "source": f"shared/data/math500_test.jsonl {r['unique_id']} (box removed)"})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--math-verify", type=Path, required=True, help="unpacked math_verify sdist")
     ap.add_argument("--lm-eval", type=Path, required=True, help="unpacked lm_eval sdist")
     ap.add_argument("--bundled", type=Path, default=HERE / "bundled_model_cases.jsonl")
     ap.add_argument("--out", type=Path, default=HERE / "outside_cases.jsonl")
+    ap.add_argument("--data", type=Path, default=HERE.parents[2] / "shared" / "data",
+                    help="the shared benchmark files (AIME 2024, MATH-500)")
+    ap.add_argument("--n-math500", type=int, default=80)
     args = ap.parse_args()
 
     mv, dropped = math_verify_cases(args.math_verify)
     cases = mv + lm_eval_cases(args.lm_eval)
     if args.bundled.exists():
         cases += [json.loads(x) for x in args.bundled.read_text().splitlines() if x.strip()]
+    cases += reference_solution_cases(args.data, args.n_math500)
     seen, out = set(), []
     for c in cases:
         key = (c["gold"], c["completion"])
@@ -142,7 +198,8 @@ def main() -> None:
     args.out.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in out))
     by_src: dict[str, int] = {}
     for c in out:
-        k = c["source"].split(" tests/")[0].split("::")[0]
+        k = c["source"].split(" tests/")[0].split("::")[0].split(" ")[0] if not c["source"].startswith(("math-verify", "lm-eval")) \
+            else c["source"].split(" tests/")[0]
         by_src[k] = by_src.get(k, 0) + 1
     print(f"wrote {len(out)} cases to {args.out}: {by_src}")
     for d in dropped:

@@ -54,7 +54,10 @@ _RETRACT_RE = re.compile(
 )
 _LINE_END_RE = re.compile(r"\n|(?<=[^\d\s])\.\s|\.\s*$|\.\s+[A-Z]")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
-_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[")
+_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}")
+_ASY_RE = re.compile(r"\[asy\].*?\[/asy\]", re.DOTALL)
+_ROW_SPLIT_RE = re.compile(r"\\\\(?:\[[^\]]*\])?")
+_SENTENCE_GAP_RE = re.compile(r"[.!?](?:\s|$)|\n")
 _CLOSERS = {"$$": ("$$", True), "$": ("$", False), "\\(": ("\\)", False), "\\[": ("\\]", True)}
 _NAME_RE = re.compile(r"(?:\\(?:math(?:bf|rm|it|cal)|overline|vec|text|operatorname)\s*\{[A-Za-z]{1,12}\}|[A-Za-z]{1,12}|[A-Za-z]\([a-z]\))(?:_\{?\w{1,3}\}?)?(?:'+)?")
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}")
@@ -165,7 +168,7 @@ def latex_spans(text: str) -> list[tuple[int, int, int, int]]:
         if j is None:
             break
         tok, start = j.group(), j.start()
-        close, multiline = _CLOSERS[tok]
+        close, multiline = _CLOSERS[tok] if tok in _CLOSERS else ("\\end" + tok[len("\\begin"):], True)
         if close in exhausted:
             i = j.end()
             continue
@@ -218,8 +221,19 @@ def is_prose(s: str) -> bool:
     return bool(_PROSE_RE.search(t))
 
 
-def _last_candidate(text: str, offset: int = 0) -> tuple[str, int, str] | None:
-    """The last math span (one that is not just a name) or a bare number written after it.
+def _span_answer(text: str, span: tuple[int, int, int, int]) -> str:
+    """A span's content; for an ``align``-style environment, its last row."""
+    content = text[span[2]:span[3]]
+    if text.startswith("\\begin", span[0]):
+        rows = [r.replace("&", " ").strip() for r in _ROW_SPLIT_RE.split(content)]
+        rows = [r for r in rows if r.strip(" .,;")]
+        content = rows[-1] if rows else ""
+    return content.strip()
+
+
+def _last_candidate(text: str, offset: int = 0, new_sentence: bool = False) -> tuple[str, int, str] | None:
+    """The last math span (one that is not just a name) or a bare number written after it
+    (with ``new_sentence``, only in a later sentence than the span's).
 
     Returns ``(answer, end offset, source)``; numbers inside math spans or between
     ``$`` signs are never taken.
@@ -229,10 +243,14 @@ def _last_candidate(text: str, offset: int = 0) -> tuple[str, int, str] | None:
     last_span = spans[-1] if spans else None
     masked = _masked(text)
     num = _last_match(_NUMBER_RE, masked, last_span[1] if last_span else 0)
+    if num is not None and last_span is not None and new_sentence \
+            and not text[last_span[2]:last_span[3]].rstrip().endswith((".", "!", "?")) \
+            and not _SENTENCE_GAP_RE.search(masked, last_span[1], num.start()):
+        num = None
     if num is not None:
         return num.group(), offset + num.end(), "last_number"
     if last_span is not None:
-        return text[last_span[2]:last_span[3]].strip(), offset + last_span[1], "latex"
+        return _span_answer(text, last_span), offset + last_span[1], "latex"
     return None
 
 
@@ -264,6 +282,8 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
         raise ValueError(f"unknown strictness {strictness!r}; choose one of {', '.join(STRICTNESS)}")
     if not isinstance(text, str) or not text.strip():
         return Extraction(None, "none")
+    if "[asy]" in text:  # drawing code is no answer (same length: offsets stay valid)
+        text = _ASY_RE.sub(lambda m: " " * (m.end() - m.start()), text)
 
     spans = [(s, e) for s, e in boxed_spans(text) if not _is_phantom_or_empty(text[s:e])]
     final = _last_match(_FINAL_RE, text)
@@ -293,11 +313,11 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
         if len(whole) <= 300 and "\n" not in whole and "$" not in whole and not is_prose(whole) \
                 and not latex_spans(whole):  # the completion is nothing but an answer: "\\frac{10}{9}", "(2,4)"
             return Extraction(whole.rstrip("."), "whole", None, len(text))
-        found = _last_candidate(text)
+        found = _last_candidate(text, new_sentence=True)
         if found is not None and (found[2] == "latex" or strictness == "lenient"):
             return Extraction(found[0], found[2], None, found[1])
         if found is not None:  # standard: a number after the last span does not count; the span does
             spans_ = [sp for sp in latex_spans(text) if not _is_name(text[sp[2]:sp[3]])]
             if spans_:
-                return Extraction(text[spans_[-1][2]:spans_[-1][3]].strip(), "latex", None, spans_[-1][1])
+                return Extraction(_span_answer(text, spans_[-1]), "latex", None, spans_[-1][1])
     return Extraction(None, "none")

@@ -45,6 +45,7 @@ _SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
 _LITERAL_OP_RE = re.compile(r"\d\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*\d")
 _ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right)(?![a-zA-Z])")
+_WRAPPED_NUMBER_RE = re.compile(r"(?:" + _TEXT_CMD + r"\{\s*)?\(\s*([-+]?\d+(?:\.\d+)?)\s*\)(?:\s*\})?")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
 
 
@@ -72,6 +73,9 @@ def clean(s: str) -> str:
         s = _TRAILING_WORDS_RE.sub("", s).strip()
     if s.startswith("{") and s.endswith("}") and "}" not in s[1:-1] and "{" not in s[1:-1]:
         s = s[1:-1].strip()
+    m = _WRAPPED_NUMBER_RE.fullmatch(s)  # "\\textbf{(073)}", "(073)": one number in a wrapper
+    if m:
+        s = m.group(1)
     rest = _LEADING_VAR_RE.sub("", s)
     if rest != s and to_number(rest) is not None:  # "x = 5" -> "5" (equations keep their form)
         s = rest.strip()

@@ -57,6 +57,7 @@ _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
 _OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}")
 _ASY_RE = re.compile(r"\[asy\].*?\[/asy\]", re.DOTALL)
 _ROW_SPLIT_RE = re.compile(r"\\\\(?:\[[^\]]*\])?")
+_LIST_GLUE_RE = re.compile(r"[\s,;.\"'*\\]*(?:(?:\b(?:and|or)\b|[,;])[\s,;.\"'*\\]*)+", re.IGNORECASE)
 _SENTENCE_GAP_RE = re.compile(r"[.!?](?:\s|$)|\n")
 _CLOSERS = {"$$": ("$$", True), "$": ("$", False), "\\(": ("\\)", False), "\\[": ("\\]", True)}
 _NAME_RE = re.compile(r"(?:\\(?:math(?:bf|rm|it|cal)|overline|vec|text|operatorname)\s*\{[A-Za-z]{1,12}\}|[A-Za-z]{1,12}|[A-Za-z]\([a-z]\))(?:_\{?\w{1,3}\}?)?(?:'+)?")
@@ -263,6 +264,12 @@ def _from_sentence(piece: str, start: int) -> tuple[str, int] | None:
     spans = latex_spans(piece)
     if len(spans) == 1 and spans[0][0] == 0 and not piece[spans[0][1]:].strip(" .,;:"):
         return piece[spans[0][2]:spans[0][3]].strip(), start + len(piece)
+    if len(spans) > 1:  # "$12$ and $13$": one list answer
+        rest = piece
+        for a, b, _, _ in reversed(spans):
+            rest = rest[:a] + " " + rest[b:]
+        if _LIST_GLUE_RE.fullmatch(rest):
+            return ", ".join(piece[c:d].strip() for _, _, c, d in spans), start + len(piece)
     if not spans and not is_prose(piece):
         return piece, start + len(piece)
     found = _last_candidate(piece)

@@ -1,16 +1,25 @@
 """Quality and speed of the ``math`` verifier against plain math-verify.
 
-    python benchmarks/verifier_quality.py [--cases benchmarks/data/verifier_cases.jsonl]
-                                          [--workers 2] [--repeat 2] [--no-refs]
+    python benchmarks/verifier_quality.py [--outside benchmarks/data/outside_cases.jsonl]
+                                          [--cases benchmarks/data/verifier_cases.jsonl]
+                                          [--workers 2] [--repeat 2] [--no-refs] [--no-speed]
 
-Reads labelled ``{"category", "gold", "completion", "label"}`` cases and prints,
-for rlvr's ``math`` verifier (defaults) and for ``math_verify.verify(parse(gold),
-parse(completion))`` (math-verify's defaults on both sides), the false-negative
-rate (correct completions rejected), the false-positive rate (wrong ones
-accepted), the errors per category, and verifications/s single-process and with
-``--workers`` processes (rlvr's ``verify_batch``).  Unless ``--no-refs``, it also
-checks every MATH-500 reference solution and GSM8K solution of the benchmark data shipped with rlvr (``src/rlvr/data``, or ``$RLVR_DATA_DIR``)
-against its own answer.
+Two labelled sets of ``{"category", "gold", "completion", "label"}`` cases:
+
+* the **outside set** (``outside_cases.jsonl``, built by ``data/build_outside_cases.py``):
+  cases nobody on rlvr wrote -- math-verify's and lm-eval's own test suites,
+  hand-labelled responses of the bundled model, published AIME 2024 and MATH-500
+  reference solutions (see ``data/README.md``);
+* the **self-written set** (``verifier_cases.jsonl``), written alongside the verifier.
+
+For each set it prints, for rlvr's ``math`` verifier (defaults), for plain
+``math_verify.verify(parse(gold), parse(completion))`` and for math-verify with the
+gold wrapped in ``$...$`` (its documented usage), the false-negative rate (correct
+completions rejected) and the false-positive rate (wrong ones accepted), with a
+breakdown by source (outside set) or category.  Then verifications/s single-process
+and with ``--workers`` processes (rlvr's ``verify_batch``) on the self-written set,
+and, unless ``--no-refs``, every MATH-500 reference solution and GSM8K solution in
+the benchmark data shipped with rlvr (``src/rlvr/data``, or ``$RLVR_DATA_DIR``) against its own answer.
 """
 
 from __future__ import annotations
@@ -77,15 +86,69 @@ def reference_checks() -> None:
     print(f"GSM8K test solutions verified against their #### number: {len(gsm) - len(badg)}/{len(gsm)}  {badg[:5]}")
 
 
+SOURCES = {"mv": "math-verify 0.9.0 tests", "lm-eval": "lm-eval 0.4.13 tests", "bundled": "bundled model (hand-labelled)",
+           "ref": "AIME24 / MATH-500 ref. solutions"}
+
+
+def _count(pred: list[bool], cases: list[dict]) -> tuple[int, int, int, int]:
+    fn = sum(1 for p, c in zip(pred, cases) if c["label"] and not p)
+    fp = sum(1 for p, c in zip(pred, cases) if not c["label"] and p)
+    return fn, sum(c["label"] for c in cases), fp, sum(not c["label"] for c in cases)
+
+
+def _cell(fn: int, pos: int, fp: int, neg: int) -> str:
+    f = f"{fn}/{pos}" if pos else "-"
+    p = f"{fp}/{neg}" if neg else "-"
+    return f"FN {f:>8} FP {p:>8}"
+
+
+def outside_report(cases: list[dict]) -> None:
+    """The outside-set table: totals, then per source, for the three verifiers."""
+    preds = {"math-verify": run_math_verify(cases)[0], "math-verify $gold$": run_math_verify(cases, wrap_gold=True)[0],
+             "rlvr math": run_rlvr(cases, workers=1)[0]}
+    n_pos = sum(c["label"] for c in cases)
+    print(f"OUTSIDE SET: {len(cases)} cases ({n_pos} correct, {len(cases) - n_pos} wrong)")
+    print(f"{'verifier':<20}{'FN rate':>9}{'FP rate':>9}{'accuracy':>10}")
+    counts = {}
+    for name, pred in preds.items():
+        fn, pos, fp, neg = counts[name] = _count(pred, cases)
+        acc = sum(p == c["label"] for p, c in zip(pred, cases)) / len(cases)
+        print(f"{name:<20}{fn / pos:>9.1%}{fp / neg:>9.1%}{acc:>10.1%}   ({fn} FN, {fp} FP)")
+    groups = sorted({c["category"].split("/")[0] for c in cases})
+    print(f"\nby source{'':<27}" + "".join(f"{name:>24}" for name in preds))
+    for g in groups:
+        idx = [i for i, c in enumerate(cases) if c["category"].split("/")[0] == g]
+        sub = [cases[i] for i in idx]
+        row = "".join(f"{_cell(*_count([preds[n][i] for i in idx], sub)):>24}" for n in preds)
+        print(f"{SOURCES.get(g, g) + f' ({len(sub)})':<36}{row}")
+    rl_fn, rl_fp = counts["rlvr math"][0], counts["rlvr math"][2]
+    for base in ("math-verify", "math-verify $gold$"):
+        fn, fp = counts[base][0], counts[base][2]
+        print(f"target vs {base}: rlvr FN {rl_fn} <= {fn / 2:g} (half of {fn}): {'yes' if rl_fn <= fn / 2 else 'NO'}; "
+              f"rlvr FP {rl_fp} <= {fp}: {'yes' if rl_fp <= fp else 'NO'}")
+    wrong = [(c["category"], c["gold"][:40], c["completion"][-60:]) for p, c in zip(preds["rlvr math"], cases)
+             if p != c["label"]]
+    if wrong:
+        print(f"rlvr's {len(wrong)} errors on the outside set:")
+        for cat, gold, comp in wrong:
+            print(f"  {cat:<40} gold {gold!r:<44} ...{comp!r}")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=Path, default=ROOT / "benchmarks" / "data" / "verifier_cases.jsonl")
     ap.add_argument("--workers", type=int, default=2, help="processes for the parallel rlvr run")
     ap.add_argument("--repeat", type=int, default=2, help="copies of the case list in the throughput runs")
     ap.add_argument("--no-refs", action="store_true", help="skip the MATH-500 / GSM8K reference checks")
+    ap.add_argument("--outside", type=Path, default=ROOT / "benchmarks" / "data" / "outside_cases.jsonl")
+    ap.add_argument("--no-speed", action="store_true", help="skip the throughput runs")
     args = ap.parse_args()
 
+    if args.outside.exists():
+        outside_report(load_cases(args.outside))
     cases = load_cases(args.cases)
+    print("SELF-WRITTEN SET (written alongside the verifier)")
     n_pos = sum(c["label"] for c in cases)
     print(f"{len(cases)} cases ({n_pos} correct, {len(cases) - n_pos} wrong), "
           f"{len({c['category'] for c in cases})} categories\n")
@@ -102,6 +165,11 @@ def main() -> None:
             continue
         print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
 
+    if args.no_speed:
+        if not args.no_refs:
+            print()
+            reference_checks()
+        return
     bench = cases * args.repeat
     _, t_mv = run_math_verify(bench)
     _, t_1 = run_rlvr(bench, workers=1)

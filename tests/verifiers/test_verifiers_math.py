@@ -81,7 +81,7 @@ def test_registered_and_options():
 
 @pytest.mark.parametrize("text,answer,source", [
     ("a \\boxed{\\frac{1}{\\sqrt{2}}} b", "\\frac{1}{\\sqrt{2}}", "boxed"),
-    ("The final answer is $7$. I hope it is correct.", "$7$", "final_answer"),
+    ("The final answer is $7$. I hope it is correct.", "7", "final_answer"),
     ("Natalia sold 48/2 = 24 clips.\n#### 72", "72", "gsm8k"),
     ("So the answer is 12.", "12", "answer_is"),
     ("Adding up, we get 3 + 4 = 7 apples", "7", "last_number"),
@@ -131,7 +131,9 @@ def test_normalisation_helpers():
 
 def test_adversarial_power_is_cut_off_at_the_time_limit():
     limit = 1.0
-    v = get_verifier("math", timeout=limit)
+    # require_value=False: with it, a power of literals for a number is rejected before any sympy work
+    assert get_verifier("math")(boxed("9^{9^{9^9}}"), "1").reason.startswith("not an answer")
+    v = get_verifier("math", timeout=limit, require_value=False)
     assert v(boxed("\\sqrt{8}"), "2\\sqrt{2}").correct  # starts the worker; start-up is not timed below
     t0 = time.monotonic()
     verdict = v(boxed("9^{9^{9^9}}"), "1")

@@ -180,14 +180,29 @@ def _short(s: Any, limit: int = 60) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def _tautology(answer: str) -> bool:
+    """``0=0``, ``42 = 42 = 42``: an ``=`` chain whose sides are all the same."""
+    if "=" not in answer:
+        return False
+    sides = {re.sub(r"\s+|\$", "", x) for x in answer.split("=")}
+    return len(sides) == 1 and "" not in sides
+
+
 @register_verifier("numeric")
-def numeric_verifier(tolerance: float = 1e-6, mode: str = "boxed_or_last_number") -> Verifier:
+def numeric_verifier(tolerance: float = 1e-6, mode: str = "boxed_or_last_number",
+                     require_value: bool = True) -> Verifier:
     """A verifier scoring 1.0 when the extracted answer equals the reference as a number.
 
     Equal means ``|pred - ref| <= tolerance * max(1, |ref|)``.  The verdict's
     ``reason`` is ``"match"``, ``"no answer found"``, ``"unparseable answer: ..."``,
-    ``"unparseable reference: ..."`` or ``"mismatch: <answer> != <reference>"``.
-    The returned callable never raises.
+    ``"unparseable reference: ..."``, ``"not an answer: tautology ..."`` or
+    ``"mismatch: <answer> != <reference>"``.  The returned callable never raises.
+
+    ``require_value`` (default on): answers must be answers.  Only plain numbers
+    parse here, so an unevaluated restatement (``\\boxed{17+25}``) or a list of
+    candidates (``\\boxed{41, 42}``) is already unparseable; with the option on, a
+    tautology whose sides are all the same (``\\boxed{0=0}``, ``\\boxed{42=42}``) is
+    rejected too instead of being read as its last side.
     """
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0 \
             or not math.isfinite(tolerance):
@@ -204,6 +219,8 @@ def numeric_verifier(tolerance: float = 1e-6, mode: str = "boxed_or_last_number"
                 return Verdict(0.0, None, "no answer found")
             if ref is None:
                 return Verdict(0.0, extracted, f"unparseable reference: {_short(reference)}")
+            if require_value and _tautology(extracted):
+                return Verdict(0.0, extracted, f"not an answer: tautology ({_short(extracted, 40)})")
             pred = parse_number(extracted)
             if pred is None:
                 return Verdict(0.0, extracted, f"unparseable answer: {_short(extracted)}")
@@ -215,4 +232,5 @@ def numeric_verifier(tolerance: float = 1e-6, mode: str = "boxed_or_last_number"
 
     numeric_verify.tolerance = tol  # type: ignore[attr-defined]
     numeric_verify.mode = mode  # type: ignore[attr-defined]
+    numeric_verify.require_value = bool(require_value)  # type: ignore[attr-defined]
     return numeric_verify

@@ -14,7 +14,8 @@ file in a new session with an empty environment.  Before any user code runs it:
 4. sets hard resource limits (address space, CPU seconds, file size, open files,
    processes, no core dumps);
 5. optionally installs an audit hook (see :func:`_install_audit_hook`);
-6. executes the program as ``__main__``.
+6. executes the program as ``__main__`` or, with ``cfg["harness"]``, forks into a
+   test runner and the candidate's process (see :func:`harness_main`).
 
 Any failure in steps 1-5 exits with status 97 and a line on stderr starting with
 ``rlvr-sandbox: setup failed``, so the parent never runs user code with less
@@ -160,6 +161,7 @@ def _install_audit_hook(cfg):
 
 
 def main():
+    harness = False
     try:
         cfg = json.loads(sys.argv[1])
         with open(cfg["program"], encoding="utf-8", errors="surrogateescape") as f:
@@ -169,16 +171,188 @@ def main():
         os.chdir(cfg["workdir"])
         _drop_privileges(cfg, libc)
         _set_limits(cfg)
-        if cfg["audit_hook"]:
+        if cfg.get("harness"):
+            harness = True
+        elif cfg["audit_hook"]:
             _install_audit_hook(cfg)
     except BaseException as e:  # noqa: BLE001
         sys.stderr.write(f"rlvr-sandbox: setup failed: {type(e).__name__}: {e}\n")
         sys.stderr.flush()
         os._exit(SETUP_FAILED)
     sys.argv = ["program.py"]
+    if harness:
+        del libc
+        harness_main(cfg, source)
+        return
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     del cfg, libc
     exec(compile(source, "program.py", "exec"), namespace)
+
+
+# --------------------------------------------------------------------------- test harness
+# With cfg["harness"] = {"entry": NAME}, the program file holds only the candidate's code
+# and the tests arrive on stdin.  The process forks before any untrusted code runs:
+#
+# * the child closes stdin, installs the audit hook, runs the candidate's code and then
+#   serves calls of NAME over a pipe, each result sent back as a tagged JSON tree of
+#   builtin values of exact builtin types (an object with its own __eq__, a subclass of
+#   int... cannot be sent: the call fails);
+# * the parent (the runner) reads the tests and a per-run nonce from stdin, runs
+#   check(candidate) with a proxy that calls the child, and only when check returns
+#   writes "rlvr-harness: tests passed <nonce>" and exits 0.
+#
+# The candidate never shares a process with the tests: exiting early, atexit handlers,
+# SystemExit, killing itself or its parent, printing, patching builtins or the test
+# helpers, and overriding __eq__ cannot make the runner print the line, and the child
+# never sees the nonce or the tests (stdin is closed before its code runs).
+
+_MAX_REPLY = 64 << 20
+_EXACT = (type(None), bool, int, str)
+
+
+def _enc(x, depth=0):
+    if depth > 200:
+        raise ValueError("value nested too deeply")
+    t = type(x)
+    if t in _EXACT:
+        return x
+    if t is float:
+        return {"f": repr(x)}
+    if t is list or t is tuple or t is set or t is frozenset:
+        items = [_enc(v, depth + 1) for v in x]
+        if t is set or t is frozenset:
+            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+        return {{list: "l", tuple: "t", set: "s", frozenset: "fs"}[t]: items}
+    if t is dict:
+        return {"d": [[_enc(k, depth + 1), _enc(v, depth + 1)] for k, v in x.items()]}
+    if t is bytes:
+        return {"b": x.hex()}
+    raise TypeError(f"the candidate returned a {t.__name__}, not a builtin value")
+
+
+def _dec(x):
+    if not isinstance(x, dict):
+        return x
+    (tag, v), = x.items()
+    if tag == "f":
+        return float(v)
+    if tag == "l":
+        return [_dec(i) for i in v]
+    if tag == "t":
+        return tuple(_dec(i) for i in v)
+    if tag == "s":
+        return {_dec(i) for i in v}
+    if tag == "fs":
+        return frozenset(_dec(i) for i in v)
+    if tag == "d":
+        return {_dec(k): _dec(val) for k, val in v}
+    if tag == "b":
+        return bytes.fromhex(v)
+    raise ValueError(f"bad tag {tag!r}")
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _serve_candidate(cfg, source, rfd, wfd):
+    """Child: run the candidate's code, then answer calls until the runner hangs up."""
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    if cfg["audit_hook"]:
+        _install_audit_hook(cfg)
+    entry = cfg["harness"]["entry"]
+    del cfg
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    exec(compile(source, "program.py", "exec"), namespace)
+    del source
+    reader = os.fdopen(rfd, "rb")
+    while True:
+        line = reader.readline()
+        if not line:
+            os._exit(0)
+        req = json.loads(line)
+        try:
+            fn = namespace[entry]
+            value = fn(*_dec(req["args"]), **{k: _dec(v) for k, v in req["kwargs"].items()})
+            reply = {"ok": _enc(value)}
+        except BaseException as e:  # noqa: BLE001 - SystemExit included: a call that exits is a failure
+            try:
+                why = f"{type(e).__name__}: {e}"
+            except BaseException:  # noqa: BLE001
+                why = "an exception whose message cannot be shown"
+            reply = {"error": why[:500]}
+        _write_all(wfd, (json.dumps(reply) + "\n").encode())
+
+
+class _ChildGone(Exception):
+    pass
+
+
+def _run_tests(pid, wfd, rfd, entry):
+    """Runner: run check(candidate) against the child and confirm that it returned."""
+    import traceback
+
+    job = json.loads(sys.stdin.readline())
+    nonce = job["nonce"]
+    reader = os.fdopen(rfd, "rb")
+
+    def candidate(*args, **kwargs):
+        try:
+            _write_all(wfd, (json.dumps({"args": _enc(list(args)), "kwargs": {k: _enc(v) for k, v in kwargs.items()}})
+                             + "\n").encode())
+        except (BrokenPipeError, OSError):
+            raise _ChildGone() from None
+        line = reader.readline(_MAX_REPLY)
+        if not line or not line.endswith(b"\n"):
+            raise _ChildGone()
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"candidate raised {reply['error']}")
+        return _dec(reply["ok"])
+
+    namespace = {"__name__": "__rlvr_tests__", "__builtins__": __builtins__}
+    try:
+        exec(compile(job["test"], "tests.py", "exec"), namespace)
+        namespace[entry] = candidate  # tests that call the function by its name (HumanEval/33) get the candidate
+        namespace["check"](candidate)
+    except _ChildGone:
+        os.close(wfd)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1:
+            os._exit(1)  # an uncaught exception: the child's own traceback (stderr) tells why
+        how = (f"with status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
+               else f"by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "")
+        sys.stderr.write(f"\nrlvr-harness: the candidate's process ended {how} before the tests finished\n")
+        sys.stderr.flush()
+        os._exit(1)
+    except BaseException:  # noqa: BLE001 - a failed assertion, or the candidate's error re-raised
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    _write_all(1, f"\nrlvr-harness: tests passed {nonce}\n".encode())
+    os.close(wfd)
+    os._exit(0)
+
+
+def harness_main(cfg, source):
+    """Fork into the runner (parent) and the candidate (child); see the comment above."""
+    to_child_r, to_child_w = os.pipe()
+    to_runner_r, to_runner_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(to_child_w)
+        os.close(to_runner_r)
+        _serve_candidate(cfg, source, to_child_r, to_runner_w)
+        os._exit(0)
+    os.close(to_child_r)
+    os.close(to_runner_w)
+    del source
+    _run_tests(pid, to_child_w, to_runner_r, cfg["harness"]["entry"])
 
 
 if __name__ == "__main__":

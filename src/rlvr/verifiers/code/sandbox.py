@@ -267,7 +267,8 @@ def _nproc_limit(limits: SandboxLimits, mode: str, uid: int) -> int | None:
     return len(_pids_of_uid(uid)) + limits.max_processes
 
 
-def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: bool) -> SandboxResult:
+def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: bool,
+         harness: dict | None = None) -> SandboxResult:
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="rlvr-sbx-")
     slot = _acquire_slot() if mode == "namespace" else None
@@ -283,7 +284,7 @@ def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: 
             "file_size_mb": limits.file_size_mb, "tmpfs_mb": limits.tmpfs_mb,
             "max_open_files": limits.max_open_files,
             "max_processes": _nproc_limit(limits, mode, uid),
-            "audit_hook": audit_hook,
+            "audit_hook": audit_hook, "harness": harness,
         }
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8",
                "PYTHONIOENCODING": "utf-8"}
@@ -377,7 +378,7 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
 
 
 def run_python(source: str, stdin: str = "", limits: SandboxLimits | None = None, *,
-               mode: str | None = None, audit_hook: bool = True) -> SandboxResult:
+               mode: str | None = None, audit_hook: bool = True, harness: dict | None = None) -> SandboxResult:
     """Run ``source`` as a Python program in the sandbox and return what happened.
 
     Args:
@@ -386,6 +387,10 @@ def run_python(source: str, stdin: str = "", limits: SandboxLimits | None = None
         limits: resource limits (default :class:`SandboxLimits`).
         mode: ``"namespace"``, ``"userns"`` or ``"audit"``; default :func:`isolation_level`.
         audit_hook: install the Python audit hook (always on in ``audit`` mode).
+        harness: ``{"entry": NAME}``: ``source`` is a candidate's code only, and
+            ``stdin`` a JSON line ``{"nonce", "test"}``; the bootstrap runs the test's
+            ``check`` in a separate process that calls ``NAME`` in the candidate's
+            process (see ``_bootstrap.harness_main``).
 
     Never raises on bad programs: a crash, timeout or limit is a ``status``.
     """
@@ -393,7 +398,7 @@ def run_python(source: str, stdin: str = "", limits: SandboxLimits | None = None
     mode = mode or isolation_level()
     if mode not in MODES:
         raise ValueError(f"unknown sandbox mode {mode!r}; choose one of {', '.join(MODES)}")
-    return _run(source, stdin or "", limits, mode, audit_hook or mode == "audit")
+    return _run(source, stdin or "", limits, mode, audit_hook or mode == "audit", harness)
 
 
 def run_many(jobs: Iterable[tuple[str, str]], limits: SandboxLimits | None = None, *,

@@ -4,9 +4,15 @@ References are JSON strings (dicts are accepted too):
 
 * ``code_humaneval``: ``{"test": "<program defining check(candidate)>",
   "entry_point": "<function name>", "prompt": "<optional: the function header
-  and docstring>"}``.  The program run is ``prompt + "\\n" + code + "\\n" + test +
-  "\\ncheck(<entry_point>)"``, so the code may be a full function or (as in the
-  HumanEval canonical solutions) just the body that continues the prompt.
+  and docstring>"}``.  The candidate's process runs ``prompt + "\\n" + code``, so the
+  code may be a full function or (as in the HumanEval canonical solutions) just the
+  body that continues the prompt.  The tests (``prompt + test``) run in a separate
+  runner process that calls ``entry_point`` in the candidate's process and receives
+  each result as a tree of builtin values of exact builtin types; a pass needs the
+  runner's own confirmation (with a per-run nonce the candidate never sees) that
+  ``check`` returned.  Exiting early (``sys.exit``, ``os._exit``, ``SystemExit``,
+  ``atexit``, killing itself), printing, patching builtins or the test helpers and
+  returning objects whose ``__eq__`` always says True therefore all fail.
 * ``code_stdio``: ``[{"input": "...", "output": "..."}, ...]``.  Outputs are
   compared line by line after stripping trailing whitespace and trailing blank lines.
 
@@ -19,6 +25,7 @@ never raise.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from rlvr.types import Verdict
@@ -99,10 +106,13 @@ def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024) -> Verifier
                     raise ValueError("test/entry_point/prompt must be strings, entry_point an identifier")
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 return Verdict(0.0, code, f"bad reference: {type(e).__name__}: {str(e)[:200]}")
-            program = f"{prompt}\n{code}\n\n{test}\n\ncheck({entry})\n"
-            res = run_python(program, "", limits)
-            if res.ok:
+            nonce = secrets.token_hex(16)
+            job = json.dumps({"nonce": nonce, "test": f"{prompt}\n{test}\n"})
+            res = run_python(f"{prompt}\n{code}\n", job + "\n", limits, harness={"entry": entry})
+            if res.ok and f"rlvr-harness: tests passed {nonce}" in res.stdout.splitlines():
                 return Verdict(1.0, code, "passed")
+            if res.ok:
+                return Verdict(0.0, code, "failed: the tests did not run to the end (no confirmation from the harness)")
             return Verdict(0.0, code, describe_failure(res))
         except Exception as e:  # noqa: BLE001 - a reward must never crash training
             return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {str(e)[:200]}")

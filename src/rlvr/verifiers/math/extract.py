@@ -2,11 +2,18 @@
 
 :func:`extract_answer` looks, in order, for
 
-1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed);
+1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed; empty and
+   ``\\phantom`` boxes are not answers), unless a "Final Answer:" sentence follows it;
 2. "final answer is X" / "Final Answer: X";
 3. a GSM8K ``#### X`` line;
 4. "the answer is X" / "Answer: X"                     (``standard`` and ``lenient``);
-5. the last number in the text                         (``lenient`` only).
+5. the last LaTeX span (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``) taken
+   whole, skipping spans that only name something (``$n$``)  (``standard`` and ``lenient``);
+6. a bare number written after that span, or the last one (``lenient`` only), never
+   from inside a LaTeX span or between ``$`` signs.
+
+In a final-answer sentence (2-4) the whole sentence is the answer when it is math;
+when it is prose ("The largest $n$ is 34") its last span or number is.
 
 ``strict`` accepts only 1-3.  It also rejects answers that are *hedged* (two
 boxed answers that are not all equal, "3 or 4") or *retracted* later in the text ("... wait,
@@ -19,7 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["STRICTNESS", "Extraction", "boxed_spans", "extract_answer", "find_hedge", "find_retraction"]
+__all__ = ["STRICTNESS", "Extraction", "boxed_spans", "latex_spans", "is_prose", "extract_answer", "find_hedge",
+           "find_retraction"]
 
 STRICTNESS = ("strict", "standard", "lenient")
 """Extraction levels, from fewest to most accepted answer markers."""
@@ -29,7 +37,8 @@ _FINAL_RE = re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K_RE = re.compile(r"^\s*####\s*", re.MULTILINE)
 _ANSWER_RE = re.compile(r"\b(?:the\s+answer\s+is|answer\s*:)\s*:?", re.IGNORECASE)
 _NUMBER_RE = re.compile(
-    r"(?<![\w.])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?%?"
+    r"(?<![\w.])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d,])(?:\d+,\d{2}|0,\d+)(?![\d,])|\d+)"
+    r"(?:\.\d+)?(?:\s*/\s*\d+)?%?"
     r"|(?<![\w.])[-\u2212]?\.\d+"
 )
 # Words that hedge between alternatives inside one answer ("3 or 4", "either 2 ...").
@@ -44,6 +53,17 @@ _RETRACT_RE = re.compile(
     re.IGNORECASE,
 )
 _LINE_END_RE = re.compile(r"\n|(?<=[^\d\s])\.\s|\.\s*$|\.\s+[A-Z]")
+_PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
+_OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}")
+_ASY_RE = re.compile(r"\[asy\].*?\[/asy\]", re.DOTALL)
+_ROW_SPLIT_RE = re.compile(r"\\\\(?:\[[^\]]*\])?")
+_LIST_GLUE_RE = re.compile(r"[\s,;.\"'*\\]*(?:(?:\b(?:and|or)\b|[,;])[\s,;.\"'*\\]*)+", re.IGNORECASE)
+_SENTENCE_GAP_RE = re.compile(r"[.!?](?:\s|$)|\n")
+_CLOSERS = {"$$": ("$$", True), "$": ("$", False), "\\(": ("\\)", False), "\\[": ("\\]", True)}
+_NAME_RE = re.compile(r"(?:\\(?:math(?:bf|rm|it|cal)|overline|vec|text|operatorname)\s*\{[A-Za-z]{1,12}\}|[A-Za-z]{1,12}|[A-Za-z]\([a-z]\))(?:_\{?\w{1,3}\}?)?(?:'+)?")
+_TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}")
+_PAREN_SPAN_RE = re.compile(r"\\\((?:[^\\]|\\(?!\)))*?\\\)|\\\[(?:[^\\]|\\(?!\]))*?\\\]")
+_PROSE_RE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,9 @@ class Extraction:
     others: tuple[str, ...] = ()
     """Earlier boxed answers that differ from ``answer`` as strings; the verifier
     requires all of them to be equal to the reference (else the answer is hedged)."""
+    boxes: tuple[str, ...] = ()
+    """Every kept outermost boxed answer in order (the last is ``answer``): when the
+    reference is a list, several boxes may spell it out together."""
 
 
 def boxed_spans(text: str) -> list[tuple[int, int]]:
@@ -98,9 +121,9 @@ def _rest_of_line(text: str, start: int, limit: int = 300) -> tuple[str, int]:
     return piece.strip().strip("*:").strip(), start + len(piece)
 
 
-def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
+def _last_match(regex: re.Pattern[str], text: str, start: int = 0) -> re.Match[str] | None:
     last = None
-    for last in regex.finditer(text):
+    for last in regex.finditer(text, start):
         pass
     return last
 
@@ -124,26 +147,162 @@ def find_retraction(text: str, start: int) -> str | None:
     return f"answer retracted later ({m.group()!r})" if m else None
 
 
+def _is_phantom_or_empty(content: str) -> bool:
+    """True for a box that shows nothing: ``\\boxed{}``, ``\\boxed{\\phantom{2}}``, ``\\boxed{\\,}``."""
+    t = _PHANTOM_RE.sub("", content)
+    return not _squash(t).strip("{}")
+
+
+def latex_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """``(start, end, content_start, content_end)`` of every math span, in order.
+
+    Spans are ``$$...$$`` and ``\\[...\\]`` (may cross lines), ``$...$`` and ``\\(...\\)``
+    (one line only, as math-verify reads them).  ``\\$`` is a dollar sign, not a
+    delimiter.  Each search runs forward from the last span, and a delimiter kind
+    with no closing match left is never searched again, so this is linear-time.
+    """
+    spans: list[tuple[int, int, int, int]] = []
+    exhausted: set[str] = set()
+    i, n = 0, len(text)
+    while i < n:
+        j = _OPEN_RE.search(text, i)
+        if j is None:
+            break
+        tok, start = j.group(), j.start()
+        close, multiline = _CLOSERS[tok] if tok in _CLOSERS else ("\\end" + tok[len("\\begin"):], True)
+        if close in exhausted:
+            i = j.end()
+            continue
+        k = _find_unescaped(text, close, j.end())
+        if k < 0:
+            exhausted.add(close)
+            i = j.end()
+            continue
+        if not multiline and "\n" in text[j.end():k]:
+            i = j.end() if tok != "$" else text.index("\n", j.end())  # a lone $ (currency) ends at the line
+            continue
+        if text[j.end():k].strip():
+            spans.append((start, k + len(close), j.end(), k))
+        i = k + len(close)
+    return spans
+
+
+def _find_unescaped(text: str, close: str, start: int) -> int:
+    while True:
+        k = text.find(close, start)
+        if k <= 0 or close.startswith("\\") or text[k - 1] != "\\":
+            return k
+        start = k + 1
+
+
+def _masked(text: str) -> str:
+    """``text`` with every ``$``-paired region (any length, lines included) and math span blanked."""
+    chars = list(text)
+    for s, e, _, _ in latex_spans(text):
+        chars[s:e] = " " * (e - s)
+    out = "".join(chars)
+    dollars = [m.start() for m in re.finditer(r"(?<!\\)\$", out)]
+    for a, b in zip(dollars[0::2], dollars[1::2]):
+        if "\n\n" not in out[a:b]:
+            out = out[:a] + " " * (b - a + 1) + out[b + 1:]
+    for m in _PAREN_SPAN_RE.finditer(out):  # \\( ... \\) broken over lines
+        out = out[:m.start()] + " " * (m.end() - m.start()) + out[m.end():]
+    return out
+
+
+def _is_name(content: str) -> bool:
+    """A span that only names something (``$n$``, ``$ABCD$``, ``$\\mathbf{a}$``, ``$f(x)$``)."""
+    return bool(_NAME_RE.fullmatch(content.strip()))
+
+
+def is_prose(s: str) -> bool:
+    """True when ``s`` reads as a sentence (two words in a row outside ``\\text{}``)."""
+    t = _TEXT_WRAP_RE.sub(" ", s)
+    t = re.sub(r"\\[a-zA-Z]+", " ", t)
+    return bool(_PROSE_RE.search(t))
+
+
+def _span_answer(text: str, span: tuple[int, int, int, int]) -> str:
+    """A span's content; for an ``align``-style environment, its last row."""
+    content = text[span[2]:span[3]]
+    if text.startswith("\\begin", span[0]):
+        rows = [r.replace("&", " ").strip() for r in _ROW_SPLIT_RE.split(content)]
+        rows = [r for r in rows if r.strip(" .,;")]
+        content = rows[-1] if rows else ""
+    return content.strip()
+
+
+def _last_candidate(text: str, offset: int = 0, new_sentence: bool = False) -> tuple[str, int, str] | None:
+    """The last math span (one that is not just a name) or a bare number written after it
+    (with ``new_sentence``, only in a later sentence than the span's).
+
+    Returns ``(answer, end offset, source)``; numbers inside math spans or between
+    ``$`` signs are never taken.
+    """
+    every = [sp for sp in latex_spans(text) if not _is_phantom_or_empty(_BOX_OPEN_RE.sub("", text[sp[2]:sp[3]]))]
+    spans = [sp for sp in every if not _is_name(text[sp[2]:sp[3]])] or every[-1:]
+    last_span = spans[-1] if spans else None
+    masked = _masked(text)
+    num = _last_match(_NUMBER_RE, masked, last_span[1] if last_span else 0)
+    if num is not None and last_span is not None and new_sentence \
+            and not text[last_span[2]:last_span[3]].rstrip().endswith((".", "!", "?")) \
+            and not _SENTENCE_GAP_RE.search(masked, last_span[1], num.start()):
+        num = None
+    if num is not None:
+        return num.group(), offset + num.end(), "last_number"
+    if last_span is not None:
+        return _span_answer(text, last_span), offset + last_span[1], "latex"
+    return None
+
+
+def _from_sentence(piece: str, start: int) -> tuple[str, int] | None:
+    """The answer inside a final-answer sentence: the whole of it when it is math,
+    else its last math span or number (``The largest $n$ is 34`` -> ``34``)."""
+    piece = piece.strip()
+    if not piece:
+        return None
+    spans = latex_spans(piece)
+    if len(spans) == 1 and spans[0][0] == 0 and not piece[spans[0][1]:].strip(" .,;:"):
+        return piece[spans[0][2]:spans[0][3]].strip(), start + len(piece)
+    if len(spans) > 1:  # "$12$ and $13$": one list answer
+        rest = piece
+        for a, b, _, _ in reversed(spans):
+            rest = rest[:a] + " " + rest[b:]
+        if _LIST_GLUE_RE.fullmatch(rest):
+            return ", ".join(piece[c:d].strip() for _, _, c, d in spans), start + len(piece)
+    if not spans and not is_prose(piece):
+        return piece, start + len(piece)
+    found = _last_candidate(piece)
+    if found is not None:
+        return found[0], start + found[1]
+    return piece, start + len(piece)  # a word answer ("Monday")
+
+
 def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
     """The final answer of ``text`` at the given strictness (see the module docstring).
 
-    A non-string or empty ``text`` gives ``Extraction(None, "none")``.  Two boxed
-    answers that differ (after removing spaces) mark the result as hedged.
+    A non-string or empty ``text`` gives ``Extraction(None, "none")``.  Earlier boxed
+    answers that differ from the last one are returned in ``others`` (a hedge unless
+    they are all right, or the reference is a list they spell out together).
     """
     if strictness not in STRICTNESS:
         raise ValueError(f"unknown strictness {strictness!r}; choose one of {', '.join(STRICTNESS)}")
     if not isinstance(text, str) or not text.strip():
         return Extraction(None, "none")
+    if "[asy]" in text:  # drawing code is no answer (same length: offsets stay valid)
+        text = _ASY_RE.sub(lambda m: " " * (m.end() - m.start()), text)
 
-    spans = [(s, e) for s, e in boxed_spans(text) if text[s:e].strip()]
-    if spans:
+    spans = [(s, e) for s, e in boxed_spans(text) if not _is_phantom_or_empty(text[s:e])]
+    final = _last_match(_FINAL_RE, text)
+    if spans and not (final is not None and final.start() > spans[-1][1]):
         # Keep only outermost boxes (a box inside a box is part of the answer).
         outer = [sp for sp in spans if not any(o[0] < sp[0] and sp[1] < o[1] for o in spans)]
         # An earlier box taken back before the next one ("\\boxed{3} wait, no ... \\boxed{4}") is no hedge.
         kept = [(s, e) for i, (s, e) in enumerate(outer[:-1]) if not _RETRACT_RE.search(text, e, outer[i + 1][0])]
         last = text[outer[-1][0]:outer[-1][1]].strip()
         others = tuple(dict.fromkeys(a for a in (text[s:e].strip() for s, e in kept) if _squash(a) != _squash(last)))
-        return Extraction(last, "boxed", None, outer[-1][1] + 1, others)
+        every = tuple(text[s:e].strip() for s, e in kept) + (last,)
+        return Extraction(last, "boxed", None, outer[-1][1] + 1, others, every)
 
     markers = [(_FINAL_RE, "final_answer"), (_GSM8K_RE, "gsm8k")]
     if strictness != "strict":
@@ -151,12 +310,21 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
     for regex, source in markers:
         m = _last_match(regex, text)
         if m:
-            answer, end = _rest_of_line(text, m.end())
-            if answer:
-                return Extraction(answer, source, None, end)
+            piece, end = _rest_of_line(text, m.end())
+            found = _from_sentence(piece, m.end()) if source != "gsm8k" else (piece, end)
+            if found and found[0]:
+                return Extraction(found[0], source, None, max(end, found[1]))
 
-    if strictness == "lenient":
-        m = _last_match(_NUMBER_RE, text)
-        if m:
-            return Extraction(m.group(), "last_number", None, m.end())
+    if strictness != "strict":
+        whole = text.strip()
+        if len(whole) <= 300 and "\n" not in whole and "$" not in whole and not is_prose(whole) \
+                and not latex_spans(whole):  # the completion is nothing but an answer: "\\frac{10}{9}", "(2,4)"
+            return Extraction(whole.rstrip("."), "whole", None, len(text))
+        found = _last_candidate(text, new_sentence=True)
+        if found is not None and (found[2] == "latex" or strictness == "lenient"):
+            return Extraction(found[0], found[2], None, found[1])
+        if found is not None:  # standard: a number after the last span does not count; the span does
+            spans_ = [sp for sp in latex_spans(text) if not _is_name(text[sp[2]:sp[3]])]
+            if spans_:
+                return Extraction(_span_answer(text, spans_[-1]), "latex", None, spans_[-1][1])
     return Extraction(None, "none")

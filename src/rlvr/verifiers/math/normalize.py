@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number"]
+__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
@@ -26,7 +26,8 @@ _DELIMS_RE = re.compile(r"\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|
 _DFRAC_RE = re.compile(r"\\[dt]frac")
 _DEGREE_RE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\u00b0|\\degree|\s*\bdegrees?\b", re.IGNORECASE)
 _THOUSANDS_BRACE_RE = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
-_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_THOUSANDS_RE = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+_SQRT_SHORT_RE = re.compile(r"\\sqrt\s*(\[[^\]{}]{1,10}\])?\s*([0-9a-zA-Z])")
 _TEXT_CMD = r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*"
 _TRAILING_UNIT_RE = re.compile(_TEXT_CMD + r"\{\s*[a-zA-Z][a-zA-Z .]*\}(?:\s*\^\s*\{?[23]\}?)?\s*$")
 _TRAILING_WORDS_RE = re.compile(r"(?<=[\d}])\s+[a-zA-Z][a-zA-Z .]*(?:\^\s*\{?[23]\}?)?$")
@@ -39,6 +40,13 @@ _SLASH_RE = re.compile(r"^([-+]?)\s*(?:(\d+)\s+)?(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.
 _DECIMAL_RE = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
 _CHOICE_RE = re.compile(r"^\(?\s*([A-J])\s*\)?\s*(?:[.:)]|$)")
 _WRAP_TEXT_RE = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
+_GROUP_SPACE_RE = re.compile(r"(?<=\d),\s*(?:\\[,;:! ]\s*)+(?=\d{3}(?!\d))")
+_SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
+_RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
+_LITERAL_OP_RE = re.compile(r"\d\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*\d")
+_ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right)(?![a-zA-Z])")
+_WRAPPED_NUMBER_RE = re.compile(r"(?:" + _TEXT_CMD + r"\{\s*)?\(\s*([-+]?\d+(?:\.\d+)?)\s*\)(?:\s*\})?")
+_PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
 
 
 def squash(s: str) -> str:
@@ -49,8 +57,11 @@ def squash(s: str) -> str:
 def clean(s: str) -> str:
     """Presentation-free LaTeX for one answer (see the module docstring)."""
     s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
+    s = _PHANTOM_RE.sub("", s)  # renders as nothing
+    s = _GROUP_SPACE_RE.sub(",", s)  # "11,\\! 111" -> "11,111"
     s = _DELIMS_RE.sub(" ", s)
     s = _DFRAC_RE.sub(r"\\frac", s)
+    s = _SQRT_SHORT_RE.sub(lambda m: "\\sqrt" + (m.group(1) or "") + "{" + m.group(2) + "}", s)
     s = _THOUSANDS_BRACE_RE.sub("", s)
     s = s.strip().rstrip(".;").strip()
     s = _DEGREE_RE.sub("", s).strip()
@@ -62,12 +73,80 @@ def clean(s: str) -> str:
         s = _TRAILING_WORDS_RE.sub("", s).strip()
     if s.startswith("{") and s.endswith("}") and "}" not in s[1:-1] and "{" not in s[1:-1]:
         s = s[1:-1].strip()
+    m = _WRAPPED_NUMBER_RE.fullmatch(s)  # "\\textbf{(073)}", "(073)": one number in a wrapper
+    if m:
+        s = m.group(1)
     rest = _LEADING_VAR_RE.sub("", s)
     if rest != s and to_number(rest) is not None:  # "x = 5" -> "5" (equations keep their form)
         s = rest.strip()
     if _THOUSANDS_RE.fullmatch(s):
         s = s.replace(",", "")
+    if _SPACE_THOUSANDS_RE.fullmatch(s):  # "1 000"
+        s = s.replace(" ", "")
     return s
+
+
+def _top_level(s: str, sep: str) -> list[str]:
+    """``s`` split at ``sep`` characters outside brackets and braces."""
+    parts, depth, cur = [], 0, []
+    for c in s:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c in sep and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def split_relation(s: str) -> list[str]:
+    """The sides of an ``=`` / ``\\approx`` chain (``x = 2+3 = 5`` -> ``[x, 2+3, 5]``)."""
+    if len(s) > 2000:
+        return [s]
+    return [p.strip() for p in _RELATION_SPLIT_RE.split(s)]
+
+
+def _unevaluated(s: str) -> bool:
+    """Arithmetic on number literals only: ``17+25``, ``237 \\cdot 82``, ``2^{10}``, ``(9+1)``."""
+    return bool(_LITERAL_OP_RE.search(s)) and not re.search(r"[a-zA-Z]", _ARITH_CMD_RE.sub(" ", s))
+
+
+def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list: bool) -> str | None:
+    """Why a cleaned ``pred`` is not an answer to a question whose answer is ``gold``, or None.
+
+    * a tautology: an ``=`` chain whose sides are all the same (``0=0``, ``x = x``);
+    * several candidates (``3, 4``, ``3; 4``) when the reference is one number;
+    * with ``require_value`` (``True``/``"auto"``) and a plain-number reference: an
+      unevaluated restatement (the ``= ...`` side it ends with is arithmetic on number
+      literals, or a fraction of integers for an integer reference); with ``True``
+      also anything else that is not a plain number (``\\sqrt[3]{8}``).
+    """
+    sides = split_relation(pred)
+    if len(sides) > 1 and len({squash(x) for x in sides}) == 1 and squash(sides[0]):
+        return f"not an answer: tautology ({pred[:40]!r})"
+    g = to_number(gold)
+    if g is None:
+        return None
+    if not gold_is_list and len([x for x in _top_level(pred, ",;") if x]) > 1:
+        return f"not an answer: several candidates ({pred[:40]!r})"
+    if require_value is False:
+        return None
+    final = sides[-1] if len(sides) > 1 and "=" not in gold else pred
+    final = re.sub(r"^\(\s*(.*?)\s*\)$", r"\1", final.strip())
+    value = to_number(final)
+    if value is not None:
+        frac = _FRAC_RE.match(final) or _SLASH_RE.match(final)
+        if require_value is True and frac and g[0].denominator == 1 and value[0].denominator == 1 and not re.fullmatch(r"[-+]?\d+\s*/\s*1", final) \
+                and "\\frac{" + "1}" not in final:
+            return f"not an answer: unevaluated fraction ({final[:40]!r})"
+        return None
+    if _unevaluated(final) or (require_value is True and final):
+        return f"not an answer: unevaluated expression ({final[:40]!r}) for a number"
+    return None
 
 
 def _dec(text: str) -> Fraction:

@@ -378,3 +378,13 @@ def test_policy_entropy_is_aligned_with_completion_tokens(tiny_tokenizer):
         want = -(p.exp() * p).sum(-1)
         got = ent[i][batch.completion_mask[i].bool()]
         assert torch.allclose(got, want, atol=1e-4), (i, got, want)
+
+
+def test_every_step_logs_the_verdict_histogram_and_hack_flags(tmp_path, tiny_tokenizer):
+    """The hack monitor (rlvr.rewards.monitors) runs in the recipe: shares of verdict reasons, flags, resume."""
+    _run(tiny_tokenizer, tmp_path, "train.steps=2")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert all(r["verdict/parity"] == 1.0 for r in rows)  # parity_verifier gives one reason to every sample
+    assert all(r["hack/flags"] == 0.0 and "hack/restatement_share" in r for r in rows)
+    state = torch.load(latest_checkpoint(tmp_path) / "state.pt", weights_only=False)
+    assert state["hack_monitor"]["steps"] == 2  # checkpointed, so a resumed run keeps its rolling window

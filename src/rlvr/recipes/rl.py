@@ -55,11 +55,12 @@ from rlvr.learner.update import (
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
 from rlvr.models.value_head import build_critic
+from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler, build_task
 from rlvr.trackers import open_trackers
-from rlvr.types import Batch, Problem, Sample, Verdict
+from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting
 from rlvr.utils.device import resolve_device
 from rlvr.verifiers import get_verifier
@@ -187,6 +188,8 @@ class RLRecipe:
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                                      temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                      ignore_eos=cfg.rollout.ignore_eos)
+        self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
+        self.prompts = {p.id: problem_text(p) for p in self.train_problems}
 
     def setup_model(self) -> None:
         """Place the policy; add PPO's critic, LoRA adapters and the KL reference as configured."""
@@ -237,6 +240,8 @@ class RLRecipe:
         self.rollouts_done = state.get("rollouts", 0)
         if self.dfilter is not None and "difficulty_filter" in state:
             self.dfilter.load_state_dict(state["difficulty_filter"])
+        if "hack_monitor" in state:
+            self.monitor.load_state_dict(state["hack_monitor"])
         if self.ref_reset is not None and "ref_reset" in state:
             self.ref_reset.load_state_dict(state["ref_reset"])
             if state.get("reference") is not None:
@@ -246,7 +251,7 @@ class RLRecipe:
     def checkpoint(self, step: int) -> Path:
         """Write a checkpoint of everything :meth:`resume` reads back."""
         state = {"data_position": self.sampler.position, "rng": rng_state(self.engine.generator),
-                 "rollouts": self.rollouts_done}
+                 "rollouts": self.rollouts_done, "hack_monitor": self.monitor.state_dict()}
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
         if self.critic is not None:
@@ -402,6 +407,10 @@ class RLRecipe:
             row["ref_reset"] = ref_reset
         if self.dfilter is not None:
             row["filter_tracked_prompts"] = len(self.dfilter)
+        row.update(self.monitor.update([v.reason for v in ro.verdicts], rewards.tolist(),
+                                       [s.num_tokens for s in samples],
+                                       prompts=[self.prompts.get(s.problem_id, "") for s in samples],
+                                       answers=[v.extracted for v in ro.verdicts]))
         self.tracker.log(row, row["step"])
         return row
 
@@ -412,7 +421,7 @@ class RLRecipe:
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(reward=f"{row['reward_mean']:.2f}", len=f"{row['response_length']:.0f}",
-                                 kl=f"{row.get('kl', 0):.3f}", s=f"{row['step_time']:.1f}")
+                                 kl=f"{row.get('kl', 0):.3f}", s=f"{row['step_time']:.1f}", verdict=self.monitor.bar())
 
     # ------------------------------------------------------------------ the loop
     def begin(self) -> dict[str, Any]:

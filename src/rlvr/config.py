@@ -274,13 +274,17 @@ def _apply_override(cls: type[ConfigModel], data: dict, item: str) -> dict:
 
 
 # --------------------------------------------------------------------------- loading and saving
-def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
-    """Defaults of ``cls``, updated by the YAML file ``path`` and then by ``key=value`` overrides."""
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = (),
+                data: Mapping[str, Any] | None = None) -> T:
+    """Defaults of ``cls``, updated by the YAML file ``path`` (or the nested mapping ``data``), then by
+    ``key=value`` overrides."""
     if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
         raise TypeError(f"load_config needs a ConfigModel class, got {cls!r}")
     if isinstance(overrides, str):
         raise TypeError("overrides must be a sequence of 'key=value' strings, not one string")
-    data: dict = {}
+    if path is not None and data is not None:
+        raise TypeError("load_config takes a YAML path or a data mapping, not both")
+    data = dict(data or {})
     if path is not None:
         try:
             loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))

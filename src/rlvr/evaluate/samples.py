@@ -193,7 +193,7 @@ def make_header(task: str, problems: Sequence[Problem], model: str, model_fp: st
                 temperature: float, top_p: float = 1.0, max_new_tokens: int, seed: int,
                 system_prompt: str | None = None) -> SampleHeader:
     """A header for sampling ``problems`` (the whole task: fingerprinted) with these settings."""
-    from rlvr import __version__
+    from rlvr.version import __version__
 
     sampling = {"n": int(n), "temperature": float(temperature), "top_p": float(top_p),
                 "max_new_tokens": int(max_new_tokens), "seed": int(seed)}

@@ -1,6 +1,6 @@
 """``rlvr`` command line: a thin layer that parses config and calls the library.
 
-    rlvr train [CONFIG.yaml] [key=value ...]     GRPO training (+ held-out eval before/after)
+    rlvr train [CONFIG.yaml] [key=value ...]     RL training (+ held-out eval before/after)
     rlvr eval  [CONFIG.yaml] [key=value ...]     accuracy of a model or checkpoint on a task
     rlvr config [CONFIG.yaml] [key=value ...]    print the resolved config as YAML
     rlvr verify INPUT.jsonl [--verifier math]     score completions against references
@@ -475,10 +475,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train a policy with GRPO", formatter_class=fmt,
-                       description="Train with GRPO: sample G completions per prompt, score them with a "
-                                   "verifier, apply group-normalised advantages and a PPO-clip loss. "
-                                   "Writes metrics.jsonl, checkpoints and eval_*.json to train.output_dir.",
+    p = sub.add_parser("train", help="train a policy with RL on verifiable rewards (GRPO by default)", formatter_class=fmt,
+                       description="Train a policy with the RL recipe: sample rollout.group_size completions per "
+                                   "prompt, score them with reward.verifier, turn rewards into advantages with "
+                                   "algorithm.advantage (grpo by default; gae is PPO with a critic) and update with "
+                                   "algorithm.policy_loss. Writes metrics.jsonl, checkpoints and eval_*.json to "
+                                   "train.output_dir.",
                        epilog=_config_help())
     _add_config_args(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint (train.resume=true)")
@@ -622,7 +624,13 @@ def main(argv: list[str] | None = None) -> int:
     from rlvr.models import ModelNotFoundError
     from rlvr.tasks.jsonl import DatasetError
 
-    ns = build_parser().parse_args(argv)
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(argv)
+    if extra:  # key=value overrides after a flag (`rlvr train cfg.yaml --resume train.steps=5`) still count
+        if hasattr(ns, "args") and all("=" in a and not a.startswith("-") for a in extra):
+            ns.args = list(ns.args or []) + extra
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return ns.func(ns)

@@ -21,7 +21,7 @@ from rlvr.learner.batching import completion_start, policy_logprobs
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
-__all__ = ["update_policy", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
+__all__ = ["update_policy", "PolicyUpdate", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
            "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients"]
 
 
@@ -146,98 +146,128 @@ def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, 
     the normalisers are the global token / sequence counts, and every rank runs
     the same number of passes.  Diagnostics stay per rank.
     """
-    alg, tcfg = cfg.algorithm, cfg.train
-    B = batch.input_ids.shape[0]
-    total_tokens = batch.completion_mask.sum().clamp(min=1)
-    rows = torch.arange(B)
-    if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
-            and critic is None:  # the critic learns from every row
-        nonzero = batch.advantages != 0
-        rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
-    chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
-    n_passes, grad_scale = len(chunks), 1.0
-    if dp is not None:  # global normalisers, and the largest pass count of any rank
-        total_tokens, B, n_passes = dp.global_sizes(float(batch.completion_mask.sum()), B, len(chunks))
-        grad_scale = dp.grad_scale
-    sums: dict[str, float] = {}
-    weight_total = 0.0
-    grad_norm = 0.0
-    model.train()
-    learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
-    is_weights: dict[int, torch.Tensor | None] = {}
-    device = next(model.parameters()).device
-    device_type = device.type
-    kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
-    amp = torch.autocast(device_type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
-    shared = critic is not None and critic.shared
-    critic_norm = 0.0
-    for epoch in range(alg.ppo_epochs):
-        optimizer.zero_grad(set_to_none=True)
-        if critic_optimizer is not None:
-            critic_optimizer.zero_grad(set_to_none=True)
-        for ci in range(n_passes):
-            if ci >= len(chunks):  # this rank has run out of rows: zero-loss pass, same collectives
-                dp.idle_pass(model, ref_model if kl_coef > 0 else None)
-                continue
-            chunk = chunks[ci]
-            mb, start = sub_batch(batch, chunk, device)
-            with amp, torch.set_grad_enabled(train_policy):
-                logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                                     cfg.rollout.temperature, with_entropy=True,
-                                                     entropy_grad=alg.entropy_coef > 0, return_hidden=shared)
-            mask = mb.completion_mask[:, start:]
-            if epoch == 0:
-                learner_old_logps[ci] = logp.detach()
-                rollout_logp = mb.sampler_logprobs[:, start:]
-                mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
-                sums["logprob_mismatch"] = sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
-                # sampler -> learner importance weights (precision mismatch, stale weights)
-                is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
-                                                       **alg.is_params)
-            ref_logp = None
-            if kl_coef > 0:
-                with torch.no_grad(), amp:
-                    ref_logp, _ = policy_logprobs(ref_model, mb.input_ids, mb.attention_mask, start,
-                                                  cfg.rollout.temperature)
-            adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
-            loss, m = grpo_loss(logp, learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
-                                kl_coef=kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
-                                clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
-                                policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
-                                entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
-                                is_weights=is_weights[ci])
-            w = float(mask.sum() / total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / B
-            total = loss  # without gradient under train_policy=False: logp was computed without it
-            if critic is not None:  # PPO's value loss, against the GAE returns
-                with amp:
-                    values = critic.values_from_hidden(hidden[0]) if shared else \
-                        critic_values(critic, model, mb.input_ids, mb.attention_mask, start)
-                vloss, vm = value_loss(values, mb.values[:, start:], mb.returns[:, start:], mask,
-                                       clip_range=alg.value.clip, agg=alg.loss_agg,
-                                       max_len=cfg.rollout.max_new_tokens)
-                total = total + alg.value.coef * vloss
-                m.update(vm, value_loss=vloss.detach())
-            (total * (w * grad_scale)).backward()
-            n_tok = float(mask.sum())
-            m = {k: float(v) for k, v in m.items()}
-            m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
-            m["loss"] = float(loss.detach())
-            for k, v in m.items():
-                sums[k] = sums.get(k, 0.0) + v * n_tok
-            weight_total += n_tok
-        if n_passes and critic_optimizer is not None:
-            critic_norm = clip_gradients(list(critic.parameters()), tcfg.max_grad_norm)
-            critic_optimizer.step()
-        if n_passes and train_policy:
-            grad_norm = clip_gradients(list(model.parameters()), tcfg.max_grad_norm)
-        optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's step order
-    out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
-    if weight_total:  # mismatch was summed over first-epoch tokens only
-        out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
-    out.update({"grad_norm": grad_norm, "learner_seqs": int(len(rows)), "learner_tokens": int(weight_total)})
-    if critic is not None:
-        out["critic_grad_norm"] = critic_norm
-    return out
+    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy).run()
+
+
+class PolicyUpdate:
+    """The state of one :func:`update_policy` call: which rows are learned from, normalisers, running sums."""
+
+    def __init__(self, model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
+                 critic_optimizer=None, train_policy: bool = True):
+        alg, tcfg = cfg.algorithm, cfg.train
+        self.model, self.optimizer, self.batch, self.cfg, self.ref_model = model, optimizer, batch, cfg, ref_model
+        self.dp, self.critic, self.critic_optimizer, self.train_policy = dp, critic, critic_optimizer, train_policy
+        self.B = batch.input_ids.shape[0]
+        self.total_tokens = batch.completion_mask.sum().clamp(min=1)
+        rows = torch.arange(self.B)
+        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
+                and critic is None:  # the critic learns from every row
+            nonzero = batch.advantages != 0
+            rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
+        self.rows = rows
+        self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+        self.n_passes, self.grad_scale = len(self.chunks), 1.0
+        if dp is not None:  # global normalisers, and the largest pass count of any rank
+            self.total_tokens, self.B, self.n_passes = dp.global_sizes(float(batch.completion_mask.sum()), self.B,
+                                                                       len(self.chunks))
+            self.grad_scale = dp.grad_scale
+        self.sums: dict[str, float] = {}
+        self.weight_total = 0.0
+        self.learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
+        self.is_weights: dict[int, torch.Tensor | None] = {}
+        self.device = next(model.parameters()).device
+        self.kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
+        self.amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
+        self.shared = critic is not None and critic.shared
+
+    def run(self) -> dict[str, float]:
+        """``algorithm.ppo_epochs`` optimizer steps, each accumulating gradients over every micro-batch."""
+        alg, tcfg = self.cfg.algorithm, self.cfg.train
+        grad_norm = critic_norm = 0.0
+        self.model.train()
+        for epoch in range(alg.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.critic_optimizer is not None:
+                self.critic_optimizer.zero_grad(set_to_none=True)
+            for ci in range(self.n_passes):
+                if ci >= len(self.chunks):  # this rank has run out of rows: zero-loss pass, same collectives
+                    self.dp.idle_pass(self.model, self.ref_model if self.kl_coef > 0 else None)
+                    continue
+                self.micro_batch(epoch, ci)
+            if self.n_passes and self.critic_optimizer is not None:
+                critic_norm = clip_gradients(list(self.critic.parameters()), tcfg.max_grad_norm)
+                self.critic_optimizer.step()
+            if self.n_passes and self.train_policy:
+                grad_norm = clip_gradients(list(self.model.parameters()), tcfg.max_grad_norm)
+            self.optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's order
+        sums, weight_total = self.sums, self.weight_total
+        out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
+        if weight_total:  # mismatch was summed over first-epoch tokens only
+            out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
+        out.update({"grad_norm": grad_norm, "learner_seqs": int(len(self.rows)),
+                    "learner_tokens": int(weight_total)})
+        if self.critic is not None:
+            out["critic_grad_norm"] = critic_norm
+        return out
+
+    def micro_batch(self, epoch: int, ci: int) -> None:
+        """Forward, loss and backward of micro-batch ``ci``; its diagnostics join the running sums."""
+        alg, cfg, model = self.cfg.algorithm, self.cfg, self.model
+        chunk = self.chunks[ci]
+        mb, start = sub_batch(self.batch, chunk, self.device)
+        with self.amp, torch.set_grad_enabled(self.train_policy):
+            logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                                 cfg.rollout.temperature, with_entropy=True,
+                                                 entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared)
+        mask = mb.completion_mask[:, start:]
+        if epoch == 0:
+            self.first_pass(ci, mb, start, logp, mask)
+        ref_logp = None
+        if self.kl_coef > 0:
+            with torch.no_grad(), self.amp:
+                ref_logp, _ = policy_logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
+                                              cfg.rollout.temperature)
+        adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
+        loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
+                            kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
+                            clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
+                            policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
+                            entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
+                            is_weights=self.is_weights[ci])
+        w = float(mask.sum() / self.total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / self.B
+        total = loss  # without gradient under train_policy=False: logp was computed without it
+        if self.critic is not None:  # PPO's value loss, against the GAE returns
+            total = total + self.value_term(mb, start, hidden, mask, m)
+        (total * (w * self.grad_scale)).backward()
+        n_tok = float(mask.sum())
+        m = {k: float(v) for k, v in m.items()}
+        m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
+        m["loss"] = float(loss.detach())
+        for k, v in m.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v * n_tok
+        self.weight_total += n_tok
+
+    def first_pass(self, ci: int, mb: Batch, start: int, logp: torch.Tensor, mask: torch.Tensor) -> None:
+        """Epoch 0: keep the learner's log-probs as ``logp_old``; sampler mismatch and importance weights."""
+        alg = self.cfg.algorithm
+        self.learner_old_logps[ci] = logp.detach()
+        rollout_logp = mb.sampler_logprobs[:, start:]
+        mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
+        self.sums["logprob_mismatch"] = self.sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
+        # sampler -> learner importance weights (precision mismatch, stale weights)
+        self.is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
+                                                    **alg.is_params)
+
+    def value_term(self, mb: Batch, start: int, hidden: list, mask: torch.Tensor, m: dict) -> torch.Tensor:
+        """``value.coef`` x the clipped value loss of the critic against the GAE returns (metrics into ``m``)."""
+        alg, critic = self.cfg.algorithm, self.critic
+        with self.amp:
+            values = critic.values_from_hidden(hidden[0]) if self.shared else \
+                critic_values(critic, self.model, mb.input_ids, mb.attention_mask, start)
+        vloss, vm = value_loss(values, mb.values[:, start:], mb.returns[:, start:], mask,
+                               clip_range=alg.value.clip, agg=alg.loss_agg, max_len=self.cfg.rollout.max_new_tokens)
+        m.update(vm, value_loss=vloss.detach())
+        return alg.value.coef * vloss
 
 
 def value_diagnostics(batch: Batch) -> dict[str, float]:

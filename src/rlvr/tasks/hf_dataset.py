@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rlvr.tasks.jsonl import DatasetError, _answer, _prompt_and_messages, _require
+from rlvr.tasks.jsonl import DatasetError, record_problem
 from rlvr.types import Problem
 
 __all__ = ["load_hf_dataset_problems"]
@@ -143,21 +143,13 @@ def load_hf_dataset_problems(
         row = f"row {i}"
         # a column that a row lacks reads as None (datasets fills the schema): treat it as missing
         present = {k: v for k, v in rec.items() if v is not None}
-        prompt, messages = _prompt_and_messages(present, where, row, prompt_field, messages_field)
-        answer = _answer(present, where, row, answer_field, answer_transform)
-        if id_field is not None:
-            raw_id = _require(present, id_field, where, row, "id field")
-            if raw_id is None or isinstance(raw_id, (dict, list, bool)):
-                raise DatasetError(f"{where}:{row}: id field {id_field!r} must be a string or number, got {raw_id!r}")
-            pid = str(raw_id)
+        problem = record_problem(present, where, row, prompt_field=prompt_field, answer_field=answer_field,
+                                 answer_transform=answer_transform, id_field=id_field, messages_field=messages_field,
+                                 metadata_fields=None, used=used, default_id=f"{stem}-{split}-{i}", seen_ids=seen_ids,
+                                 seen_as="at row", position=i)
+        if metadata_fields is None:  # the raw row: its missing columns show as None, as the dataset has them
+            problem.metadata = {k: v for k, v in rec.items() if k not in used}
         else:
-            pid = f"{stem}-{split}-{i}"
-        if pid in seen_ids:
-            raise DatasetError(f"{where}:{row}: duplicate id {pid!r} (first seen at row {seen_ids[pid]})")
-        seen_ids[pid] = i
-        if metadata_fields is None:
-            metadata = {k: v for k, v in rec.items() if k not in used}
-        else:
-            metadata = {k: rec[k] for k in metadata_fields if k in rec}
-        problems.append(Problem(id=pid, prompt=prompt, answer=answer, messages=messages, metadata=metadata))
+            problem.metadata = {k: rec[k] for k in metadata_fields if k in rec}
+        problems.append(problem)
     return problems

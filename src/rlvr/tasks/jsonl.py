@@ -219,31 +219,43 @@ def load_jsonl_problems(
         return problems
     with closing(read_jsonl(p)) as records:
         for line_no, rec in records:
-            where = _where(p, line_no)
-            prompt, messages = _prompt_and_messages(rec, p, line_no, prompt_field, messages_field)
-            answer = _answer(rec, p, line_no, answer_field, answer_transform)
-
-            if id_field is not None:
-                raw_id = _require(rec, id_field, p, line_no, "id field")
-                if raw_id is None or isinstance(raw_id, (dict, list, bool)):
-                    raise DatasetError(f"{where}: id field {id_field!r} must be a string or number, "
-                                       f"got {raw_id!r}")
-                pid = str(raw_id)
-            else:
-                pid = f"{p.stem}-{line_no}"
-            if pid in seen_ids:
-                raise DatasetError(f"{where}: duplicate id {pid!r} (first seen on line {seen_ids[pid]})")
-            seen_ids[pid] = line_no
-
-            if metadata_fields is None:
-                metadata = {k: v for k, v in rec.items() if k not in used}
-            else:
-                metadata = {k: rec[k] for k in metadata_fields if k in rec}
-
-            problems.append(Problem(id=pid, prompt=prompt, answer=answer, messages=messages, metadata=metadata))
+            problems.append(record_problem(rec, p, line_no, prompt_field=prompt_field, answer_field=answer_field,
+                                           answer_transform=answer_transform, id_field=id_field,
+                                           messages_field=messages_field, metadata_fields=metadata_fields,
+                                           used=used, default_id=f"{p.stem}-{line_no}", seen_ids=seen_ids,
+                                           seen_as="on line", position=line_no))
             if limit is not None and len(problems) >= limit:
                 break
     return problems
+
+
+def record_problem(rec: dict[str, Any], path: Any, line_no: Any, *, prompt_field: str, answer_field: str,
+                   answer_transform: Callable[[Any], str] | None, id_field: str | None, messages_field: str | None,
+                   metadata_fields: Sequence[str] | None, used: set[str], default_id: str,
+                   seen_ids: dict[str, Any], seen_as: str, position: Any) -> Problem:
+    """One record (a JSONL line, a dataset row) as a :class:`Problem`; errors name ``path:line_no``.
+
+    ``seen_ids`` maps ids already loaded to their ``position`` (a repeat is an error
+    saying ``first seen <seen_as> <position>``); without ``id_field`` the id is ``default_id``.
+    """
+    where = _where(path, line_no)
+    prompt, messages = _prompt_and_messages(rec, path, line_no, prompt_field, messages_field)
+    answer = _answer(rec, path, line_no, answer_field, answer_transform)
+    if id_field is not None:
+        raw_id = _require(rec, id_field, path, line_no, "id field")
+        if raw_id is None or isinstance(raw_id, (dict, list, bool)):
+            raise DatasetError(f"{where}: id field {id_field!r} must be a string or number, got {raw_id!r}")
+        pid = str(raw_id)
+    else:
+        pid = default_id
+    if pid in seen_ids:
+        raise DatasetError(f"{where}: duplicate id {pid!r} (first seen {seen_as} {seen_ids[pid]})")
+    seen_ids[pid] = position
+    if metadata_fields is None:
+        metadata = {k: v for k, v in rec.items() if k not in used}
+    else:
+        metadata = {k: rec[k] for k in metadata_fields if k in rec}
+    return Problem(id=pid, prompt=prompt, answer=answer, messages=messages, metadata=metadata)
 
 
 def _prompt_and_messages(rec: dict[str, Any], path: Path, line_no: int, prompt_field: str,

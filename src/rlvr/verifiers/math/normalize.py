@@ -43,8 +43,12 @@ _WRAP_TEXT_RE = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _GROUP_SPACE_RE = re.compile(r"(?<=\d),\s*(?:\\[,;:! ]\s*)+(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 _RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
-_LITERAL_OP_RE = re.compile(r"\d\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*\d")
-_ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right)(?![a-zA-Z])")
+_LITERAL_OP_RE = re.compile(
+    r"[\d}]\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*(?:\d|\\[dt]?frac)"
+    r"|[-+]\s*\(\s*[-+]\s*\d"  # -(-42)
+    r"|\\binom\s*\{\s*\d+\s*\}\s*\{\s*\d+\s*\}|\d\s*!")  # \binom{42}{1}, 5!
+_ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right|sqrt|binom)(?![a-zA-Z])")
+_BRACED_LITERAL_RE = re.compile(r"(?<![a-zA-Z}\]])\{\s*([-+*/^]|\d+(?:\.\d+)?)\s*\}")
 _WRAPPED_NUMBER_RE = re.compile(r"(?:" + _TEXT_CMD + r"\{\s*)?\(\s*([-+]?\d+(?:\.\d+)?)\s*\)(?:\s*\})?")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
 
@@ -111,7 +115,10 @@ def split_relation(s: str) -> list[str]:
 
 
 def _unevaluated(s: str) -> bool:
-    """Arithmetic on number literals only: ``17+25``, ``237 \\cdot 82``, ``2^{10}``, ``(9+1)``."""
+    """Arithmetic on number literals only: ``17+25``, ``237 \\cdot 82``, ``2^{10}``, ``(9+1)``,
+    ``{17}+{25}``, ``-(-42)``, ``\\sqrt{42^2}``, ``\\binom{42}{1}``, ``5!``, ``\\tfrac{1}{1} \\cdot 42``
+    (radicals of a literal alone, ``\\sqrt[3]{8}``, are values)."""
+    s = _BRACED_LITERAL_RE.sub(r"\1", s)  # "{17}+{25}", "17{+}25"
     return bool(_LITERAL_OP_RE.search(s)) and not re.search(r"[a-zA-Z]", _ARITH_CMD_RE.sub(" ", s))
 
 

@@ -164,8 +164,8 @@ def _cmd_eval(ns) -> int:
 _EVAL_DESCRIPTION = """\
 Evaluate a model (bundled name, HF dir, hub id or rlvr checkpoint dir) on a task.
 
-Problems: --task math500|gsm8k|aime24|amc23 reads the benchmark file from
-../shared/data ($RLVR_DATA_DIR; --path overrides the file); --task jsonl --path
+Problems: --task math500|gsm8k|aime24|amc23 reads the benchmark file shipped with
+rlvr (src/rlvr/data; $RLVR_DATA_DIR or --path overrides it); --task jsonl --path
 FILE reads any JSONL (--prompt-field/--answer-field). Without --task: the
 held-out split of the config's task (task.* keys), as `rlvr train` evaluates it.
 

@@ -254,3 +254,32 @@ def test_wandb_mode_env_wins(tmp_path, monkeypatch):
         tracker.log({"x": 1.0}, 1)
     assert not list((tmp_path / "run").glob("wandb/offline-run-*"))  # disabled: no run written
     assert read_metrics(tmp_path / "run" / "metrics.jsonl") == [{"step": 1, "x": 1.0}]
+
+
+# ---------------------------------------------------------------- through the recipe
+
+
+def test_training_reports_to_tensorboard_and_heldout_curve(tmp_path):
+    """train.report_to=[tensorboard] in a real (tiny) run: every metrics row and the eval.every curve arrive."""
+    pytest.importorskip("tensorboard", reason="validate_report_to refuses tensorboard without it (tested above)")
+    from conftest import make_model, make_tokenizer
+
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import train
+    from rlvr.types import Problem, Verdict
+
+    probs = [Problem(id=f"t{i}", prompt=f"What is {i} + 1?", answer=str(i + 1)) for i in range(6)]
+    cfg = load_config(RunConfig, None, [
+        f"train.output_dir={tmp_path}", "train.steps=2", "train.prompts_per_step=2", "rollout.group_size=2",
+        "rollout.max_new_tokens=4", "train.progress=false", "eval.before_training=false", "eval.after_training=false",
+        "eval.every=1", "eval.num_problems=2", "eval.max_new_tokens=4", "train.report_to=[tensorboard]"])
+    tok = make_tokenizer()
+    train(cfg, model=make_model(tok), tokenizer=tok, problems=(probs, probs[:2]),
+          verifier=lambda c, r: Verdict(float(len(c) % 2 == 0), None, "parity"))
+    scalars = _tb_scalars(tmp_path / "tb")
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [s for s, _ in scalars["reward_mean"]] == [1, 2]
+    assert [v for _, v in scalars["reward_mean"]] == pytest.approx([r["reward_mean"] for r in rows])
+    assert [s for s, _ in scalars["heldout/heldout_accuracy"]] == [1, 2]
+    assert [r["step"] for r in read_metrics(tmp_path / "heldout.jsonl")] == [1, 2]

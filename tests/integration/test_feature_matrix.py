@@ -8,7 +8,6 @@ not compute must be refused by that mode's config check, or this test fails.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

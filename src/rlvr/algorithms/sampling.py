@@ -6,7 +6,6 @@ I/O; the training loop decides what to generate and feeds results back.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any, Hashable, Sequence
 

@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from rlvr.algorithms.noisy import backward_correction, check_rates as _check_rates, forward_correction_weights
+from rlvr.algorithms.noisy import backward_correction, forward_correction_weights
 
 __all__ = ["backward_correction", "forward_correction_weights", "flip_rewards", "NoiseRateEstimator"]
 

@@ -179,15 +179,18 @@ class Registry(Generic[T]):
     def check(self, name: str, params: dict[str, Any] | None, key: str = "params", **context: Any) -> None:
         """Validate ``params`` and run the entry's ``check`` against the run's ``context`` (e.g. ``group_size``)."""
         entry = self.entry(name, key=key)
-        params = self.validate_params(name, params, key=key)
+        given = self.validate_params(name, params, key=key)
         if entry.check is not None:
+            defaults = {n: f.get_default(call_default_factory=True)
+                        for n, f in entry.params.model_fields.items() if not f.is_required()}
             try:
-                entry.check(params, **context)
+                entry.check({**defaults, **given}, **context)  # the check sees every option's value
             except ValueError as e:
                 raise RegistryError(f"{key}: {e} (the {self.kind} {name!r})") from None
 
     def validate_params(self, name: str, params: dict[str, Any] | None, key: str = "params") -> dict[str, Any]:
-        """``params`` checked against ``name``'s option model; returns them with defaults filled in.
+        """``params`` checked against ``name``'s option model; returns the given ones, coerced (no defaults added,
+        so the component's own defaults apply).
 
         The error names ``key`` (e.g. ``algorithm.advantage_params``), the bad
         option and the accepted ones.

@@ -445,7 +445,7 @@ _A.add("reinforce_pp_baseline", functools.partial(reinforce_pp_advantages, basel
        inputs={"mask", "kl"}, doc="REINFORCE++ with the group mean as baseline")
 _A.add("gae", _gae_estimator, needs={"values", "mask"}, inputs={"kl", "kl_coef"}, tags={"single_sample", "critic"})
 def _check_passk(params: dict, group_size: int, **_) -> None:
-    k = params.get("k", 4)
+    k = params["k"]  # the option's default filled in by the registry
     if k > group_size:
         raise ValueError(f"k={k} needs at least k samples per group: rollout.group_size={group_size} < k")
 

@@ -58,7 +58,8 @@ from rlvr.models.value_head import build_critic
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig
 from rlvr.rollout.collect import collect_rollouts
-from rlvr.tasks.sampler import PromptSampler, build_task
+from rlvr.tasks.registry import build_task
+from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting

@@ -1,14 +1,13 @@
-"""A resumable, seeded prompt order over a task's training problems (``build_task`` is re-exported)."""
+"""A resumable, seeded prompt order over a task's training problems."""
 
 from __future__ import annotations
 
 import random
 from typing import Sequence
 
-from rlvr.tasks.registry import build_task
 from rlvr.types import Problem
 
-__all__ = ["build_task", "PromptSampler"]
+__all__ = ["PromptSampler"]
 
 
 class PromptSampler:

@@ -30,6 +30,8 @@ class Problem:
     """Full chat history; overrides ``prompt`` when given."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form extra fields (subject, level, difficulty knobs, source line...)."""
+    tools: list[dict] | None = None
+    """JSON schemas of tools offered through the chat template (``apply_chat_template(tools=...)``)."""
 
     def __post_init__(self) -> None:
         if self.prompt is None and not self.messages:
@@ -83,10 +85,17 @@ class Sample:
     """"stop" (EOS or a stop string) or "length" (hit max_new_tokens)."""
     group_index: int = 0
     """Index of this sample within its prompt's group of G samples."""
+    mask: list[int] | None = None
+    """Multi-turn episodes: 1 for each of ``completion_ids`` the policy sampled, 0 for the environment's
+    (tool results, feedback, chat-template turn markers; their ``logprobs`` are 0).  None: all sampled."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Episode facts: ``turns``, ``reward`` (the environment's return), ``turn_ends`` (index in
+    ``completion_ids`` after each policy turn), ``turn_rewards``, tool-call counts, ``end`` (why it ended)."""
 
     @property
     def num_tokens(self) -> int:
-        return len(self.completion_ids)
+        """Tokens the policy generated (the environment's tokens of an episode are not counted)."""
+        return len(self.completion_ids) if self.mask is None else int(sum(self.mask))
 
 
 @dataclass

@@ -21,20 +21,29 @@ from rlvr.engines.base import SamplingParams
 from rlvr.engines.kv_cache import PreallocatedCache
 from rlvr.types import Problem, Sample
 
-__all__ = ["HFEngine", "format_prompt", "sample_categorical", "sampler_dtype"]
+__all__ = ["HFEngine", "format_prompt", "with_prefixes", "sample_categorical", "sampler_dtype"]
 
 
 def format_prompt(tokenizer, problem: Problem, system_prompt: str | None = None) -> list[int]:
     """Token ids of a problem rendered with the tokenizer's chat template (generation prompt added)."""
     messages = problem.to_messages(system_prompt)
     if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        extra = {"tools": problem.tools} if getattr(problem, "tools", None) else {}
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **extra)
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return list(ids)
     # No chat template (base models): plain concatenation of the contents.
     text = "\n\n".join(m["content"] for m in messages) + "\n"
     return list(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def with_prefixes(tokenizer, prompts: list[list[int]], prefixes: Sequence[Sequence[int] | str]) -> list[list[int]]:
+    """Each prompt's ids followed by its prefix: token ids as given, text encoded without special tokens."""
+    if len(prefixes) != len(prompts):
+        raise ValueError(f"got {len(prefixes)} prefixes for {len(prompts)} problems")
+    return [p + (tokenizer.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x))
+            for p, x in zip(prompts, prefixes)]
 
 
 def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -151,10 +160,7 @@ class HFEngine:
             self.generator.manual_seed(params.seed)
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
         if prefixes is not None:
-            if len(prefixes) != len(problems):
-                raise ValueError(f"got {len(prefixes)} prefixes for {len(problems)} problems")
-            prompts = [p + (self.tokenizer.encode(x, add_special_tokens=False) if isinstance(x, str) else list(x))
-                       for p, x in zip(prompts, prefixes)]
+            prompts = with_prefixes(self.tokenizer, prompts, prefixes)
         out: list[list[Sample]] = [[] for _ in problems]
         # Chunk by prompts so that each chunk decodes at most batch_size rows.
         per_chunk = max(1, self.batch_size // params.n)

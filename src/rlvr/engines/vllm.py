@@ -53,7 +53,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from rlvr.engines.base import SamplingParams
-from rlvr.engines.hf import format_prompt
+from rlvr.engines.hf import format_prompt, with_prefixes
 from rlvr.types import Problem, Sample
 
 __all__ = ["VLLMEngine", "import_vllm", "completion_text", "outputs_to_samples", "group_completions",
@@ -235,8 +235,14 @@ class VLLMEngine:
         self._warned_top_p = False
 
     # ------------------------------------------------------------------ sampling
-    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]:
-        """``params.n`` completions for each problem, as groups of ``Sample`` in problem order."""
+    def generate(self, problems: Sequence[Problem], params: SamplingParams,
+                 prefixes: Sequence[Sequence[int] | str] | None = None) -> list[list[Sample]]:
+        """``params.n`` completions for each problem, as groups of ``Sample`` in problem order.
+
+        ``prefixes`` (one per problem, token ids or text) are appended to the rendered
+        prompt and sampling continues them, as in ``HFEngine.generate``: multi-turn
+        episodes hand vLLM the trajectory's own token ids (token in, token out).
+        """
         if not problems:
             return []
         self.wake_up()
@@ -247,6 +253,8 @@ class VLLMEngine:
         seed = params.seed if params.seed is not None else int(torch.randint(0, 2**31 - 1, (1,),
                                                                              generator=self.generator))
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
+        if prefixes is not None:
+            prompts = with_prefixes(self.tokenizer, prompts, prefixes)
         sp = self.sampling_params_cls(**vllm_sampling_kwargs(params, seed))
         replicated = params.temperature == 0 and params.n > 1
         requests = [{"prompt_token_ids": ids} for ids in prompts for _ in range(params.n if replicated else 1)]

@@ -16,22 +16,31 @@ __all__ = ["evaluate_accuracy"]
 
 def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
                       verifier: Callable[[str, str], Verdict], *, n: int = 1, temperature: float = 0.0,
-                      max_new_tokens: int = 64, seed: int = 1234, keep_samples: int = 0) -> dict:
+                      max_new_tokens: int = 64, seed: int = 1234, keep_samples: int = 0, env=None) -> dict:
     """Generate ``n`` completions per problem and score them.
 
     Returns a dict with ``accuracy`` (mean over all samples), its 95% interval
     (Wilson for n=1; percentile bootstrap over problems for n>1), token counts and
-    up to ``keep_samples`` example completions.
+    up to ``keep_samples`` example completions.  With a multi-turn ``env``
+    (:mod:`rlvr.envs`) whole episodes are run and scored by the environment; the
+    result adds ``episodes``: tool-call rate, turns, and accuracy at each attempt
+    with its interval (:func:`episode_summary`).
     """
     if not problems:
         raise ValueError("evaluate_accuracy needs at least one problem")
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    groups = engine.generate(problems, params)
+    multi = env is not None and not getattr(env, "single_turn", False)
+    if multi:
+        from rlvr.rollout.episodes import run_episodes
+
+        groups = run_episodes(engine, env, list(problems), params)
+    else:
+        groups = engine.generate(problems, params)
     per_problem, examples, lengths = [], [], []
     for prob, group in zip(problems, groups):
         scores = []
         for s in group:
-            v = safe_verify(verifier, s.text, prob.answer)
+            v = s.info["verdict"] if multi else safe_verify(verifier, s.text, prob.answer)
             scores.append(1.0 if v.correct else 0.0)
             lengths.append(s.num_tokens)
             if len(examples) < keep_samples:
@@ -47,4 +56,35 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     summary.update({"samples_per_problem": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
                     "mean_completion_tokens": float(np.mean(lengths)), "per_problem": per_problem,
                     "examples": examples})
+    if multi:
+        summary["episodes"] = episode_summary([s for g in groups for s in g])
     return summary
+
+
+def episode_summary(samples: Sequence) -> dict:
+    """Tool-call rate, mean turns, ending reasons and accuracy at each attempt (95% Wilson intervals).
+
+    ``accuracy_by_turn[k]`` is the share of episodes correct at or before attempt
+    ``k + 1`` (for a retry environment: first-attempt accuracy, then accuracy with
+    one retry, ...); ``tool_call_rate`` the share of episodes with at least one
+    tool call, with its interval.
+    """
+    n = len(samples)
+    out: dict = {"n": n, "mean_turns": float(np.mean([s.info.get("turns", 1) for s in samples]))}
+    calls = [s.info.get("tool_calls", 0) > 0 for s in samples]
+    if any("tool_calls" in s.info for s in samples):
+        out["tool_call_rate"] = accuracy_summary(calls)
+        out["tool_errors_per_episode"] = float(np.mean([s.info.get("tool_errors", 0) for s in samples]))
+    attempts = max((int(k.rsplit("_", 1)[1]) for s in samples for k in s.info if k.startswith("correct_at_turn_")),
+                   default=0)
+    if attempts:
+        by_turn, solved = [], [False] * n
+        for k in range(1, attempts + 1):
+            solved = [a or bool(s.info.get(f"correct_at_turn_{k}", 0)) for a, s in zip(solved, samples)]
+            by_turn.append(accuracy_summary(solved))
+        out["accuracy_by_turn"] = by_turn
+    ends: dict[str, int] = {}
+    for s in samples:
+        ends[s.info.get("end", "done")] = ends.get(s.info.get("end", "done"), 0) + 1
+    out["ends"] = ends
+    return out

@@ -22,7 +22,11 @@ __all__ = ["collate", "policy_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
-    """Pad ``samples`` into a :class:`Batch`; ``sampler_logprobs`` are the sampler's log-probs."""
+    """Pad ``samples`` into a :class:`Batch`; ``sampler_logprobs`` are the sampler's log-probs.
+
+    A multi-turn episode's ``mask`` becomes its row of ``completion_mask``: the loss,
+    KL, entropy and every per-token estimator see only the policy's own tokens.
+    """
     if len(samples) != len(advantages):
         raise ValueError(f"{len(samples)} samples but {len(advantages)} advantages")
     P = max(len(s.prompt_ids) for s in samples)
@@ -38,7 +42,7 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
         attention_mask[i, P - p:P + c] = 1
         if c:
             input_ids[i, P:P + c] = torch.tensor(s.completion_ids)
-            completion_mask[i, P:P + c] = 1
+            completion_mask[i, P:P + c] = 1 if s.mask is None else torch.tensor(s.mask, dtype=torch.float32)
             sampler_logprobs[i, P:P + c] = torch.tensor(s.logprobs, dtype=torch.float32)
     return Batch(input_ids, attention_mask, completion_mask, sampler_logprobs, advantages.float())
 

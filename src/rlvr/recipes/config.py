@@ -18,6 +18,8 @@ __all__ = [
     "ValueConfig",
     "AlgorithmConfig",
     "RewardConfig",
+    "EnvConfig",
+    "CurriculumConfig",
     "TrainConfig",
     "EvalConfig",
     "DistributedConfig",
@@ -144,6 +146,43 @@ class RewardConfig(ConfigModel):
     flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
 
 
+class EnvConfig(ConfigModel):
+    """The environment episodes run in (rlvr.envs): one turn scored by reward.verifier, or several."""
+
+    name: str = option("single_turn", "environment, a name in rlvr.envs.ENVIRONMENTS: single_turn (the task "
+                                      "scored by reward.verifier), tools (calculator / sandboxed python tool use), "
+                                      "retry ('try again' feedback)")
+    params: dict[str, Any] = option(None, "options of the environment, e.g. {tools: [calculator], max_turns: 4} "
+                                          "or {attempts: 2} (validated against its registry entry)",
+                                    default_factory=dict)
+
+
+class CurriculumConfig(ConfigModel):
+    """A live curriculum (rlvr.tasks.curriculum): the task's difficulty follows the rolling pass rate."""
+
+    levels: list[dict[str, Any]] = option(None, "task options of each level, easiest first, e.g. "
+                                                "[{max_value: 9}, {max_value: 99}]; task.* fields or task.params "
+                                                "keys (empty: no curriculum)", default_factory=list)
+    low: float = option(0.2, "move one level down when the rolling pass rate falls below this")
+    high: float = option(0.8, "move one level up when the rolling pass rate rises above this")
+    window: int = option(32, "groups in the rolling pass rate")
+    min_groups: int = option(16, "groups seen at a level before it may change")
+    start_level: int = option(0, "level of the first step")
+    eval_level: int = option(-1, "level whose held-out problems are evaluated (-1: the hardest)")
+    fixed: bool = option(False, "stay at start_level (the fixed-difficulty control of a curriculum run; the "
+                                "levels are still built and logged)")
+
+    def check(self) -> None:
+        if self.levels:
+            if not 0 <= self.low < self.high <= 1:
+                raise ValueError(f"curriculum: need 0 <= low < high <= 1, got low={self.low}, high={self.high}")
+            if self.window < 1 or not 1 <= self.min_groups <= self.window:
+                raise ValueError("curriculum: need window >= 1 and 1 <= min_groups <= window")
+            n = len(self.levels)
+            if not 0 <= self.start_level < n or not -n <= self.eval_level < n:
+                raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
+
+
 class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
     max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
@@ -221,6 +260,10 @@ class RunConfig(ConfigModel):
     rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = option(None, "advantage estimator, policy loss, KL, clipping, sampling policies", default_factory=AlgorithmConfig)
     reward: RewardConfig = option(None, "verifier and reward shaping", default_factory=RewardConfig)
+    env: EnvConfig = option(None, "the environment episodes run in (single-turn, tools, feedback)",
+                            default_factory=EnvConfig)
+    curriculum: CurriculumConfig = option(None, "a live curriculum over task difficulty levels",
+                                          default_factory=CurriculumConfig)
     train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
@@ -254,6 +297,14 @@ class RunConfig(ConfigModel):
                                  f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
         TASKS.entry(self.task.name, key="task.name")
         task_options(self.task)
+        TASKS.check(self.task.name, self.task.params, key="task.params")
+        for i, level in enumerate(self.curriculum.levels):
+            lvl = task_at_level(self.task, level, key=f"curriculum.levels[{i}]")
+            TASKS.check(lvl.name, lvl.params, key=f"curriculum.levels[{i}]")
+        from rlvr.envs import ENVIRONMENTS
+
+        ENVIRONMENTS.entry(self.env.name, key="env.name")
+        ENVIRONMENTS.validate_params(self.env.name, self.env.params, key="env.params")
 
     def check(self) -> None:
         if self.train.steps < 0:
@@ -301,8 +352,37 @@ class RunConfig(ConfigModel):
             raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
                              f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
                              "to correct for it")
+        from rlvr.envs import ENVIRONMENTS
+
+        if "multi_turn" in ENVIRONMENTS.entry(self.env.name).tags:
+            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
+                                   ("train.rollout_worker", self.train.rollout_worker),
+                                   ("distributed.backend=ray", d.backend == "ray"),
+                                   ("distributed.fsdp", d.fsdp)) if on]
+            if bad:
+                raise ValueError(f"env.name={self.env.name} runs multi-turn episodes, which {', '.join(bad)} "
+                                 "cannot run yet (they sample single completions): use the in-process engine")
+        if self.curriculum.levels and (self.train.async_steps or self.train.rollout_worker or d.fsdp
+                                       or d.learner == "actor"):
+            raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
+                             "train.rollout_worker, distributed.fsdp or distributed.learner=actor")
         if self.distributed.fsdp:
             from rlvr.recipes.fsdp import unsupported_with_fsdp
 
             if bad := unsupported_with_fsdp(self):
                 raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+
+
+def task_at_level(task: TaskConfig, level: dict[str, Any], key: str = "curriculum.levels") -> TaskConfig:
+    """``task`` with one curriculum level's options: task.* fields replaced, other keys merged into params."""
+    fields = set(TaskConfig.model_fields) - {"params", "name"}
+    unknown_name = level.get("name")
+    update = {k: v for k, v in level.items() if k in fields}
+    params = {**task.params, **{k: v for k, v in level.items() if k not in fields and k != "name"}}
+    data = {**task.model_dump(), **update, "params": params}
+    if unknown_name:
+        data["name"] = unknown_name
+    try:
+        return TaskConfig.model_validate(data)
+    except Exception as e:  # noqa: BLE001 - reported with the level's key
+        raise ValueError(f"{key}: {e}") from None

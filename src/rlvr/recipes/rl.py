@@ -40,6 +40,7 @@ from rlvr.algorithms.sampling import DifficultyFilter
 from rlvr.config import config_to_dict, save_config
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
+from rlvr.envs import build_environment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.learner.batching import collate
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -56,8 +57,10 @@ from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
 from rlvr.models.value_head import build_critic
 from rlvr.rewards.monitors import HackMonitor
-from rlvr.recipes.config import RunConfig
+from rlvr.recipes.config import RunConfig, task_at_level
 from rlvr.rollout.collect import collect_rollouts
+from rlvr.rollout.episodes import episode_metrics
+from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
@@ -99,33 +102,48 @@ class Scored:
 
 
 # --------------------------------------------------------------------------- evaluation
-def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: str, out_dir: Path) -> dict:
-    """Held-out accuracy at eval.temperature and each of eval.extra_temperatures, written to eval_{tag}.json."""
+def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: str, out_dir: Path,
+                     env=None) -> dict:
+    """Held-out accuracy at eval.temperature and each of eval.extra_temperatures, written to eval_{tag}.json.
+
+    With a multi-turn ``env`` whole episodes are evaluated (tool-call rate, accuracy per attempt).
+    """
     ecfg = cfg.eval
     probs = problems[: ecfg.num_problems]
     results = {"greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}": evaluate_accuracy(
         engine, probs, verifier, n=ecfg.n, temperature=ecfg.temperature,
-        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)}
+        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8, env=env)}
     for t in ecfg.extra_temperatures:
         results[f"T={t}"] = evaluate_accuracy(engine, probs, verifier, n=ecfg.n, temperature=t,
-                                              max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8)
+                                              max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8,
+                                              env=env)
     (out_dir / f"eval_{tag}.json").write_text(json.dumps(results, indent=2))
     return results
 
 
-def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, step: int, rollouts: int) -> dict:
+def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, step: int, rollouts: int,
+                  env=None) -> dict:
     """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``."""
     ecfg = cfg.eval
     r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n, temperature=ecfg.temperature,
-                          max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed)
+                          max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, env=env)
     return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
             "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
             "heldout_per_problem": r["per_problem"]}
 
 
 def format_eval(results: dict) -> str:
-    return "  ".join(f"{k}: {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] (n={r['n']})"
-                     for k, r in results.items())
+    parts = []
+    for k, r in results.items():
+        part = f"{k}: {r['accuracy']:.1%} [{r['ci_low']:.1%}, {r['ci_high']:.1%}] (n={r['n']})"
+        ep = r.get("episodes") or {}
+        if "tool_call_rate" in ep:
+            t = ep["tool_call_rate"]
+            part += f", tool calls {t['accuracy']:.1%} [{t['ci_low']:.1%}, {t['ci_high']:.1%}]"
+        for i, a in enumerate(ep.get("accuracy_by_turn", [])):
+            part += f", by attempt {i + 1}: {a['accuracy']:.1%} [{a['ci_low']:.1%}, {a['ci_high']:.1%}]"
+        parts.append(part)
+    return "  ".join(parts)
 
 
 def describe_run(cfg: RunConfig) -> str:
@@ -174,13 +192,17 @@ class RLRecipe:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
-        self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
+        self.setup_data()
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
+        self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
         self.engine = self.make_engine()
         self.engine.generator.manual_seed(tcfg.seed)
         self.setup_optimizers()
-        self.sampler = PromptSampler(self.train_problems, seed=tcfg.seed)
+        self.sampler = PromptSampler(self.train_problems, seed=tcfg.seed) if self.curriculum_levels is None else \
+            CurriculumSampler(self.curriculum_levels, seed=tcfg.seed, low=cfg.curriculum.low, high=cfg.curriculum.high,
+                              window=cfg.curriculum.window, min_groups=cfg.curriculum.min_groups,
+                              start_level=cfg.curriculum.start_level)
         alg = cfg.algorithm
         self.dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
             if alg.difficulty_filter else None
@@ -191,6 +213,22 @@ class RLRecipe:
                                      ignore_eos=cfg.rollout.ignore_eos)
         self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
         self.prompts = {p.id: problem_text(p) for p in self.train_problems}
+
+    def setup_data(self) -> None:
+        """Training and held-out problems; with a curriculum, one training set per level and the held-out
+        problems of ``curriculum.eval_level``."""
+        cfg = self.cfg
+        self.curriculum_levels = None
+        if not cfg.curriculum.levels:
+            self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
+            return
+        if self.problems is not None:
+            raise ValueError("a curriculum builds its levels from task options: do not inject problems")
+        splits = [build_task(task_at_level(cfg.task, lv, key=f"curriculum.levels[{i}]"))
+                  for i, lv in enumerate(cfg.curriculum.levels)]
+        self.curriculum_levels = [train for train, _ in splits]
+        self.train_problems = [p for train in self.curriculum_levels for p in train]
+        self.heldout = splits[cfg.curriculum.eval_level][1]
 
     def setup_model(self) -> None:
         """Place the policy; add PPO's critic, LoRA adapters and the KL reference as configured."""
@@ -236,7 +274,11 @@ class RLRecipe:
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])
             self.critic_scheduler.load_state_dict(state["critic_scheduler"])
         self.engine.sync_weights(self.model)
-        self.start_step, self.sampler.position = state["step"], state["data_position"]
+        self.start_step = state["step"]
+        if isinstance(self.sampler, CurriculumSampler):
+            self.sampler.load_state_dict(state["curriculum"])
+        else:
+            self.sampler.position = state["data_position"]
         set_rng_state(state["rng"], self.engine.generator)
         self.rollouts_done = state.get("rollouts", 0)
         if self.dfilter is not None and "difficulty_filter" in state:
@@ -253,6 +295,8 @@ class RLRecipe:
         """Write a checkpoint of everything :meth:`resume` reads back."""
         state = {"data_position": self.sampler.position, "rng": rng_state(self.engine.generator),
                  "rollouts": self.rollouts_done, "hack_monitor": self.monitor.state_dict()}
+        if isinstance(self.sampler, CurriculumSampler):
+            state["curriculum"] = self.sampler.state_dict()
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
         if self.critic is not None:
@@ -267,18 +311,23 @@ class RLRecipe:
 
     def snapshot(self) -> tuple:
         """The pre-step sampling state, so that an interrupt during rollouts checkpoints it exactly."""
-        return (self.sampler.position, rng_state(self.engine.generator), self.rollouts_done,
+        pos = self.sampler.state_dict() if isinstance(self.sampler, CurriculumSampler) else self.sampler.position
+        return (pos, rng_state(self.engine.generator), self.rollouts_done,
                 None if self.dfilter is None else self.dfilter.state_dict())
 
     def restore(self, snap: tuple) -> None:
-        self.sampler.position, rngs, self.rollouts_done, fstate = snap
+        pos, rngs, self.rollouts_done, fstate = snap
+        if isinstance(self.sampler, CurriculumSampler):
+            self.sampler.load_state_dict(pos)
+        else:
+            self.sampler.position = pos
         set_rng_state(rngs, self.engine.generator)
         if self.dfilter is not None:
             self.dfilter.load_state_dict(fstate)
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, tag: str) -> dict:
-        return evaluate_heldout(self.engine, self.heldout, self.verifier, self.cfg, tag, self.out_dir)
+        return evaluate_heldout(self.engine, self.heldout, self.verifier, self.cfg, tag, self.out_dir, env=self.env)
 
     # ------------------------------------------------------------------ one step
     def start_worker(self) -> None:
@@ -300,7 +349,7 @@ class RLRecipe:
         if self.worker is None:
             t0 = time.perf_counter()
             samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
-                self.engine, self.sampler, self.verifier, self.params, self.cfg, step, self.dfilter,
+                self.engine, self.sampler, self.env, self.params, self.cfg, step, self.dfilter,
                 budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None)
             acct.add_time("generate", t_gen)
             acct.add_time("verify", time.perf_counter() - t0 - t_gen)
@@ -319,6 +368,10 @@ class RLRecipe:
                            lag={"policy_version": rb.version, "staleness": rb.staleness,
                                 "rollout_peak_rss_mb": rb.peak_rss_mb})
         self.rollouts_done += out.generated
+        if isinstance(self.sampler, CurriculumSampler) and not self.cfg.curriculum.fixed:
+            G = self.cfg.rollout.group_size
+            correct = [float(v.correct) for v in out.verdicts]
+            self.sampler.observe([sum(correct[i:i + G]) / G for i in range(0, len(correct), G)])
         return out
 
     def advantages(self, ro: Rollouts) -> Scored:
@@ -408,6 +461,10 @@ class RLRecipe:
             row["ref_reset"] = ref_reset
         if self.dfilter is not None:
             row["filter_tracked_prompts"] = len(self.dfilter)
+        if not self.env.single_turn:
+            row.update(episode_metrics(samples))
+        if isinstance(self.sampler, CurriculumSampler):
+            row.update(self.sampler.metrics())
         row.update(self.monitor.update([v.reason for v in ro.verdicts], rewards.tolist(),
                                        [s.num_tokens for s in samples],
                                        prompts=[self.prompts.get(s.problem_id, "") for s in samples],
@@ -491,8 +548,8 @@ class RLRecipe:
 
     def log_heldout(self, step: int) -> None:
         """An ``eval.every`` evaluation, logged to the trackers' ``heldout`` group (heldout.jsonl)."""
-        self.tracker.log(periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done),
-                         step, group="heldout")
+        self.tracker.log(periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
+                                       env=self.env), step, group="heldout")
 
     def interrupted(self, step: int, snap: tuple | None) -> None:
         """Ctrl-C: checkpoint the last finished step (restoring the pre-step sampling state) and raise."""

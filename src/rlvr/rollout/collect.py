@@ -12,10 +12,11 @@ import torch
 
 from rlvr.algorithms.sampling import DifficultyFilter, DynamicSamplingBuffer
 from rlvr.engines import SamplingParams
+from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
+from rlvr.rollout.episodes import run_episodes
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.types import Problem
-from rlvr.verifiers import safe_verify
 
 __all__ = ["collect_rollouts", "draw_prompts"]
 
@@ -38,9 +39,14 @@ def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | Non
     return out + (sampler.next(k - len(out)) if len(out) < k else [])
 
 
-def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingParams, cfg, step: int,
+def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams, cfg, step: int,
                       dfilter: DifficultyFilter | None = None, budget_left: int | None = None):
-    """Sample ``prompts_per_step`` groups, verify them and turn verdicts into rewards.
+    """Run ``prompts_per_step`` groups of episodes in ``env`` and turn their outcomes into rewards.
+
+    ``env`` is an :class:`~rlvr.envs.Environment` (a bare verifier is wrapped as a
+    single-turn one).  An episode's base reward is ``wrong_reward + (correct_reward -
+    wrong_reward) * R`` where ``R`` is the environment's return (1 or 0 for a
+    verified answer, so single-turn runs are unchanged).
 
     Reward shaping on top of the verifier: optional noise injection (for
     noisy-verifier experiments; ``accuracy`` keeps the true verdicts) and DAPO's
@@ -56,6 +62,8 @@ def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingP
 
     Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
     """
+    if not isinstance(env, Environment):
+        env = SingleTurnEnvironment(env)
     G, P, rcfg = params.n, cfg.train.prompts_per_step, cfg.reward
     noise = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)  # resume-exact
     t_gen = 0.0
@@ -67,16 +75,18 @@ def collect_rollouts(engine, sampler: PromptSampler, verifier, params: SamplingP
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
-        groups = engine.generate(problems, params)
+        groups = run_episodes(engine, env, problems, params)
         t_gen += time.perf_counter() - t0
         for problem, group in zip(problems, groups):
-            verdicts = [safe_verify(verifier, s.text, problem.answer) for s in group]
+            verdicts = [s.info["verdict"] for s in group]
             correct = torch.tensor([float(v.correct) for v in verdicts])
+            returns = torch.tensor([float(s.info["reward"]) for s in group])
             if dfilter is not None:
                 dfilter.update([problem.id], correct, G)
             if rcfg.flip_false_positive or rcfg.flip_false_negative:
                 correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
-            reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * correct
+                returns = correct
+            reward = rcfg.wrong_reward + (rcfg.correct_reward - rcfg.wrong_reward) * returns
             lengths = torch.tensor([float(s.num_tokens) for s in group])
             if rcfg.laser_target_length:  # LASER's reward is 1[correct] + bonus: add the bonus alone
                 reward = reward + laser_reward(correct, lengths, rcfg.laser_target_length,

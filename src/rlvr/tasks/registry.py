@@ -107,3 +107,19 @@ def hf_task(path: str | None = None, prompt_field: str = "prompt", answer_field:
     if eval_split is None:  # one split: hold out a seeded subset of it
         return held_out_split(train, num_heldout, seed)
     return train, load_hf_dataset_problems(path, split=eval_split, limit=num_heldout, **load)
+
+
+def _check_reasoning_gym(params: dict[str, Any], **_: Any) -> None:
+    from rlvr.tasks.procedural import check_dataset
+
+    check_dataset(params["dataset"], params.get("config") or {})
+
+
+@TASKS.register("reasoning_gym", check=_check_reasoning_gym,
+                doc="a reasoning-gym dataset (pip install rlvr[procedural]): task.params {dataset: NAME, config: "
+                    "{difficulty options}}; score with reward.verifier=reasoning_gym")
+def reasoning_gym_task(dataset: str = "chain_sum", config: dict[str, Any] | None = None, num_train: int = 2000,
+                       num_heldout: int = 256, seed: int = 0) -> Split:
+    from rlvr.tasks.procedural import reasoning_gym_problems
+
+    return reasoning_gym_problems(dataset, dict(config or {}), num_train, num_heldout, seed)

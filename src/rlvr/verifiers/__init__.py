@@ -20,6 +20,7 @@ from rlvr.verifiers.numeric import MODES, extract_final_answer, numeric_verifier
 from rlvr.verifiers import code as _code, format as _format, instruction as _instruction  # noqa: F401,E402 (register)
 from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, judge_fallback)
 from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
+from rlvr.verifiers import procedural as _procedural  # noqa: F401,E402 (registers reasoning_gym)
 
 __all__ = [
     "VERIFIERS",

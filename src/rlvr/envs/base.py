@@ -1,0 +1,124 @@
+"""The environment interface: an episode is a conversation between the policy and an environment.
+
+An :class:`Environment` gives the first messages of an episode (:meth:`Environment.reset`),
+answers every assistant turn (:meth:`Environment.step`) with a :class:`Reply` (an
+observation to show the policy: a tool result or feedback, or the end of the
+episode with a reward and a :class:`~rlvr.types.Verdict`), and declares its limits
+(:class:`Limits`: turns, total tokens, seconds per tool call).  The rollout layer
+(:mod:`rlvr.rollout.episodes`) runs episodes token in, token out; an environment
+only ever sees and returns text.
+
+A single-turn environment ends every episode at its first step: today's tasks
+plus verifiers are exactly that (:class:`rlvr.envs.single_turn.SingleTurnEnvironment`).
+
+Writing one is a class with ``reset`` and ``step`` registered in
+:data:`ENVIRONMENTS`; see ``docs/environments.md`` for a complete example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from rlvr.registry import Registry
+from rlvr.types import Problem, Verdict
+
+__all__ = ["Environment", "EpisodeState", "Reply", "Limits", "ENVIRONMENTS", "build_environment"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What keeps an episode from running forever; the runner enforces all three."""
+
+    max_turns: int = 1
+    """Assistant turns at most; an episode still open after the last one ends with reward 0."""
+    max_total_tokens: int = 0
+    """Tokens after the prompt (the policy's and the environment's) at most; 0: no cap beyond
+    ``max_turns x max_new_tokens`` policy tokens plus the environment's observations."""
+    tool_timeout: float = 10.0
+    """Wall-clock seconds one tool call may take before its observation is a timeout error."""
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.max_total_tokens < 0:
+            raise ValueError(f"max_total_tokens must be >= 0, got {self.max_total_tokens}")
+        if not self.tool_timeout > 0:
+            raise ValueError(f"tool_timeout must be > 0, got {self.tool_timeout}")
+
+
+@dataclass
+class EpisodeState:
+    """One episode's state, created by :meth:`Environment.reset` and passed back to every ``step``."""
+
+    problem: Problem
+    """The task instance (its ``answer`` is the reference the environment scores against)."""
+    messages: list[dict[str, str]]
+    """The first messages of the episode (rendered by the engine with the chat template)."""
+    tools: list[dict] | None = None
+    """JSON schemas of the tools offered through the chat template (None: none, or a text protocol)."""
+    turn: int = 0
+    """Assistant turns answered so far."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Free-form per-episode memory of the environment (attempts, tool calls, ...)."""
+
+
+@dataclass
+class Reply:
+    """The environment's answer to one assistant turn."""
+
+    observation: str | None = None
+    """Text shown to the policy before its next turn (None when the episode ends)."""
+    role: Literal["inline", "user", "tool"] = "user"
+    """How the observation is appended: ``inline`` inside the same assistant message (raw text right
+    after the policy's tokens, e.g. ``<result>42</result>``), or as a new ``user`` / ``tool`` message
+    rendered with the tokenizer's chat template (the assistant turn is closed first)."""
+    done: bool = False
+    """True ends the episode; ``reward`` and ``verdict`` are its outcome."""
+    reward: float = 0.0
+    """This turn's reward; an episode's return is the sum over its turns (in [0, 1] for binary tasks)."""
+    verdict: Verdict | None = None
+    """The final verdict (correctness, extracted answer, reason) when ``done``."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Counters the runner aggregates into metrics (e.g. ``{"tool_calls": 1, "tool_errors": 0}``)."""
+
+
+class Environment:
+    """Base class of environments: override :meth:`reset` and :meth:`step`.
+
+    Class attributes an environment may set: ``limits`` (a :class:`Limits`),
+    ``stop`` (extra stop strings that end an assistant turn early, e.g. the end tag
+    of a tool call) and ``single_turn`` (True when every episode ends at its first
+    step; the runner then takes the plain sampling path, bit for bit the same as a
+    task plus a verifier).
+    """
+
+    limits: Limits = Limits()
+    stop: tuple[str, ...] = ()
+    single_turn: bool = False
+
+    def reset(self, problem: Problem) -> EpisodeState:
+        """The first messages of an episode on ``problem`` (default: the problem's own chat)."""
+        return EpisodeState(problem, problem.to_messages())
+
+    def step(self, state: EpisodeState, text: str) -> Reply:
+        """Answer the policy's latest turn (``text``: that turn alone, decoded, cut after a stop string)."""
+        raise NotImplementedError
+
+    def close(self, state: EpisodeState, reason: str) -> Reply:
+        """The outcome of an episode the runner ends (limits hit): reward 0 unless overridden."""
+        return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=reason))
+
+
+ENVIRONMENTS: Registry[Callable[..., Environment]] = Registry("environment", skip=2)
+"""Environment builders by name: ``builder(verifier, tokenizer, **options) -> Environment``.
+
+``verifier`` is the run's ``reward.verifier`` (what single-turn environments score
+with); ``tokenizer`` is the policy's.  Entries tagged ``multi_turn`` may take more
+than one turn (config checks refuse them where a backend cannot run episodes)."""
+
+
+def build_environment(name: str, verifier, tokenizer=None, **params: Any) -> Environment:
+    """The environment registered as ``name`` with its options validated (``env.params``)."""
+    params = ENVIRONMENTS.validate_params(name, params, key="env.params")
+    return ENVIRONMENTS.get(name)(verifier, tokenizer, **params)

@@ -1,0 +1,35 @@
+"""Today's tasks plus a verifier as an environment: one assistant turn, scored by the verifier."""
+
+from __future__ import annotations
+
+from rlvr.envs.base import ENVIRONMENTS, Environment, EpisodeState, Reply
+from rlvr.types import Problem
+from rlvr.verifiers import safe_verify
+
+__all__ = ["SingleTurnEnvironment"]
+
+
+class SingleTurnEnvironment(Environment):
+    """One completion per episode, scored by ``verifier(text, problem.answer)``; reward 1 if correct.
+
+    The episode's first messages are the problem's own, so the engine renders
+    exactly the prompt it renders for the bare task; training and evaluation on
+    this environment are the same computation as before environments existed.
+    """
+
+    single_turn = True
+
+    def __init__(self, verifier):
+        self.verifier = verifier
+
+    def reset(self, problem: Problem) -> EpisodeState:
+        return EpisodeState(problem, problem.to_messages())
+
+    def step(self, state: EpisodeState, text: str) -> Reply:
+        verdict = safe_verify(self.verifier, text, state.problem.answer)
+        return Reply(done=True, reward=1.0 if verdict.correct else 0.0, verdict=verdict)
+
+
+@ENVIRONMENTS.register("single_turn", doc="one completion scored by reward.verifier (the task as it is: the default)")
+def single_turn(verifier, tokenizer) -> Environment:
+    return SingleTurnEnvironment(verifier)

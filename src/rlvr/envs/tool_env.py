@@ -75,7 +75,8 @@ class ToolEnvironment(Environment):
                 return Reply(observation=f"<result>{result}</result>\n", role="inline", info=info)
             return Reply(observation=result, role="tool", info=info)
         verdict = safe_verify(self.verifier, text, state.problem.answer)
-        return Reply(done=True, reward=1.0 if verdict.correct else 0.0, verdict=verdict)
+        return Reply(done=True, reward=1.0 if verdict.correct else 0.0, verdict=verdict,
+                     info={"tool_calls": 0, "tool_errors": 0})  # counted even for episodes without a call
 
     def close(self, state: EpisodeState, reason: str) -> Reply:
         return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=f"no final answer: {reason}"))

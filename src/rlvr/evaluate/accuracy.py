@@ -57,11 +57,11 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
                     "mean_completion_tokens": float(np.mean(lengths)), "per_problem": per_problem,
                     "examples": examples})
     if multi:
-        summary["episodes"] = episode_summary([s for g in groups for s in g])
+        summary["episodes"] = episode_summary([s for g in groups for s in g], max_turns=env.limits.max_turns)
     return summary
 
 
-def episode_summary(samples: Sequence) -> dict:
+def episode_summary(samples: Sequence, max_turns: int = 0) -> dict:
     """Tool-call rate, mean turns, ending reasons and accuracy at each attempt (95% Wilson intervals).
 
     ``accuracy_by_turn[k]`` is the share of episodes correct at or before attempt
@@ -77,7 +77,8 @@ def episode_summary(samples: Sequence) -> dict:
         out["tool_errors_per_episode"] = float(np.mean([s.info.get("tool_errors", 0) for s in samples]))
     attempts = max((int(k.rsplit("_", 1)[1]) for s in samples for k in s.info if k.startswith("correct_at_turn_")),
                    default=0)
-    if attempts:
+    if attempts:  # every attempt the environment allows, even if all episodes ended sooner
+        attempts = max(attempts, max_turns)
         by_turn, solved = [], [False] * n
         for k in range(1, attempts + 1):
             solved = [a or bool(s.info.get(f"correct_at_turn_{k}", 0)) for a, s in zip(solved, samples)]

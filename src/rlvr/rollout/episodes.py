@@ -74,8 +74,8 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
     the environment's turns.
     """
-    tokenizer = tokenizer or engine.tokenizer
-    eos_ids = set(getattr(engine, "eos_ids", None) or {tokenizer.eos_token_id})
+    tokenizer = tokenizer or getattr(engine, "tokenizer", None)  # only multi-turn episodes render turns
+    eos_ids = set(getattr(engine, "eos_ids", None) or ({tokenizer.eos_token_id} if tokenizer is not None else ()))
     limits = env.limits
     budget = limits.max_total_tokens or 1 << 62  # 0: turns x max_new_tokens bound the policy's tokens anyway
     turn_params = dataclasses.replace(params, stop=tuple(params.stop) + tuple(env.stop),

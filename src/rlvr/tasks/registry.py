@@ -123,3 +123,27 @@ def reasoning_gym_task(dataset: str = "chain_sum", config: dict[str, Any] | None
     from rlvr.tasks.procedural import reasoning_gym_problems
 
     return reasoning_gym_problems(dataset, dict(config or {}), num_train, num_heldout, seed)
+
+
+@TASKS.register("multiply", doc="'What is a * b?' with a of a_digits digits and b of b_digits digits (the "
+                                "calculator tool-use task); disjoint train/held-out")
+def multiply_task(a_digits: int = 3, b_digits: int = 2, num_train: int = 2000, num_heldout: int = 256,
+                  seed: int = 0, prompt: str = "What is {a} * {b}? Put the final answer in \\boxed{{}}.") -> Split:
+    if not (1 <= a_digits <= 9 and 1 <= b_digits <= 9):
+        raise ValueError("multiply: a_digits and b_digits must be in 1..9")
+    space = 9 * 10 ** (a_digits - 1) * 9 * 10 ** (b_digits - 1)
+    if num_train + num_heldout > space // 2:
+        raise ValueError(f"multiply: {num_train + num_heldout} problems asked of a space of {space} products")
+    rng = random.Random(seed)
+    seen: set[tuple[int, int]] = set()
+    out: list[Problem] = []
+    while len(out) < num_heldout + num_train:  # held-out first: it does not move when num_train changes
+        a = rng.randint(10 ** (a_digits - 1), 10 ** a_digits - 1)
+        b = rng.randint(10 ** (b_digits - 1), 10 ** b_digits - 1)
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
+        tag = "heldout" if len(out) < num_heldout else "train"
+        out.append(Problem(f"mul-{tag}-{a}x{b}", prompt=prompt.format(a=a, b=b), answer=str(a * b),
+                           metadata={"a": a, "b": b}))
+    return out[num_heldout:], out[:num_heldout]

@@ -43,6 +43,8 @@ __all__ = [
     "OutcomeRewardModel",
     "ProcessRewardModel",
     "load_scorer",
+    "orm_input_ids",
+    "prm_input_ids",
 ]
 
 AGGREGATIONS = ("min", "last", "mean", "prod")
@@ -113,6 +115,36 @@ def _load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+def orm_input_ids(tokenizer, question: str, completion: str, max_length: int = 4096) -> list[int]:
+    """The token ids an :class:`OutcomeRewardModel` scores (reward-model training builds the same): the chat
+    of ``question`` and ``completion`` (the tokenizer's chat template, else ``question + "\\n\\n" +
+    completion`` with special tokens), the last ``max_length`` of them."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": question},
+                                             {"role": "assistant", "content": completion}], tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        ids = list(ids)
+    else:
+        ids = tokenizer(question + "\n\n" + completion, add_special_tokens=True)["input_ids"]
+    return list(ids)[-max_length:]
+
+
+def prm_input_ids(tokenizer, question: str, steps: Sequence[str], tag_id: int) -> tuple[list[int], list[int]]:
+    """Math-Shepherd input of a :class:`ProcessRewardModel` (reward-model training builds the same):
+    ``[bos] + enc(question + " ")`` then per step ``enc(step.strip() + " ") + [tag_id] + enc("\\n")``;
+    returns ``(ids, positions of the tags)``."""
+    enc = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    bos = tokenizer.bos_token_id
+    ids = ([bos] if bos is not None else []) + enc(question + " ")
+    positions = []
+    for s in steps:
+        ids += enc(s.strip() + " ")
+        positions.append(len(ids))
+        ids += [tag_id] + enc("\n")
+    return ids, positions
+
+
 class OutcomeRewardModel:
     """An outcome reward model: ``AutoModelForSequenceClassification`` from ``path``.
 
@@ -138,17 +170,7 @@ class OutcomeRewardModel:
         self.device, self.max_length, self._torch = device, max_length, torch
 
     def _ids(self, problem: Any, completion: str) -> list[int]:
-        q = problem_text(problem)
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template([{"role": "user", "content": q}, {"role": "assistant", "content": completion}],
-                                          tokenize=True)
-            if hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            ids = list(ids)
-        else:
-            ids = tok(q + "\n\n" + completion, add_special_tokens=True)["input_ids"]
-        return ids[-self.max_length:]
+        return orm_input_ids(self.tokenizer, problem_text(problem), completion, self.max_length)
 
     def score(self, problem: Any, completion: str) -> float:
         torch = self._torch
@@ -203,14 +225,7 @@ class ProcessRewardModel:
         return ids[-1]
 
     def _ids(self, problem: Any, steps: Sequence[str]) -> tuple[list[int], list[int]]:
-        bos = self.tokenizer.bos_token_id
-        ids = ([bos] if bos is not None else []) + self._enc(problem_text(problem) + " ")
-        positions = []
-        for s in steps:
-            ids += self._enc(s.strip() + " ")
-            positions.append(len(ids))
-            ids += [self.tag_id] + self._enc("\n")
-        return ids, positions
+        return prm_input_ids(self.tokenizer, problem_text(problem), steps, self.tag_id)
 
     def score_steps(self, problem: Any, steps: list[str]) -> list[float]:
         if not steps:

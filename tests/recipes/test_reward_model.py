@@ -121,3 +121,25 @@ def test_rm_train_cli_fresh_samples_then_search(tmp_path, tiny_model_dir, capsys
     rc = main(["search", str(out / "samples.jsonl"), "--scorer", f"orm:{out}", "--strategies", "best_of_n",
                "--no-allocator", "--no-progress", "--output", str(tmp_path / "search.json")])
     assert rc == 0 and (tmp_path / "search.json").is_file()
+
+
+def test_check_reward_model_dir_refuses_the_wrong_kind(tmp_path, tiny_model_dir):
+    from rlvr.search.scorers import check_reward_model_dir
+
+    check_reward_model_dir(str(tiny_model_dir), "prm")  # a causal LM is a PRM candidate
+    with pytest.raises(ValueError, match="sequence classifier"):
+        check_reward_model_dir(str(tiny_model_dir), "orm")
+    with pytest.raises(ValueError, match="no config.json"):
+        check_reward_model_dir(str(tmp_path), "orm")
+    orm = tmp_path / "orm"
+    orm.mkdir()
+    (orm / "config.json").write_text(json.dumps({"architectures": ["LlamaForSequenceClassification"],
+                                                 "id2label": {"0": "a", "1": "b", "2": "c"}}))
+    with pytest.raises(ValueError, match="1 or 2 labels, it has 3"):
+        check_reward_model_dir(str(orm), "orm")
+    (orm / "config.json").write_text(json.dumps({"architectures": ["LlamaForSequenceClassification"],
+                                                 "id2label": {"0": "LABEL_0"}}))
+    check_reward_model_dir(str(orm), "orm")
+    (orm / "rlvr_reward_model.json").write_text(json.dumps({"kind": "orm"}))
+    with pytest.raises(ValueError, match="trained as a ORM"):
+        check_reward_model_dir(str(orm), "prm")

@@ -45,6 +45,7 @@ __all__ = [
     "load_scorer",
     "orm_input_ids",
     "prm_input_ids",
+    "check_reward_model_dir",
 ]
 
 AGGREGATIONS = ("min", "last", "mean", "prod")
@@ -248,6 +249,42 @@ class ProcessRewardModel:
     def score(self, problem: Any, completion: str) -> float:
         return aggregate_step_scores(self.score_steps(problem, split_steps(completion, self.delimiter)),
                                      self.aggregate)
+
+
+def check_reward_model_dir(path: str, kind: str) -> None:
+    """Refuse (ValueError with the reason) a directory that is not a reward model of ``kind`` (``orm``/``prm``),
+    reading only its ``config.json`` (and ``rlvr_reward_model.json`` when ``rlvr rm train`` wrote it), so a
+    config can be checked when it loads, before any weights are read."""
+    import json
+    from pathlib import Path
+
+    if kind not in ("orm", "prm"):
+        raise ValueError(f"reward model kind must be orm or prm, got {kind!r}")
+    d = Path(path)
+    cfg_file = d / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"{path}: not a model directory (no config.json)")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}/config.json: not JSON ({e})") from None
+    archs = cfg.get("architectures") or []
+    meta_file = d / "rlvr_reward_model.json"
+    if meta_file.is_file():
+        meta_kind = json.loads(meta_file.read_text()).get("kind")
+        if meta_kind and meta_kind != kind:
+            raise ValueError(f"{path}: was trained as a {meta_kind.upper()} (rlvr_reward_model.json), "
+                             f"used as a {kind.upper()}")
+    if kind == "orm":
+        if not any(a.endswith("ForSequenceClassification") for a in archs):
+            raise ValueError(f"{path}: an ORM must be a sequence classifier (AutoModelForSequenceClassification); "
+                             f"its architectures are {archs or 'not given'}")
+        labels = len(cfg.get("id2label") or {}) or int(cfg.get("num_labels", 2))
+        if labels not in (1, 2):
+            raise ValueError(f"{path}: an ORM needs 1 or 2 labels, it has {labels}")
+    elif archs and not any(a.endswith("ForCausalLM") for a in archs):
+        raise ValueError(f"{path}: a PRM in the Math-Shepherd format must be a causal LM; its architectures are "
+                         f"{archs}")
 
 
 def load_scorer(spec: str, *, verifier: str = "math", delimiter: str = "\n\n", aggregate: str = "min",

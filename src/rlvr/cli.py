@@ -8,6 +8,7 @@
     rlvr compare A.json B.json [...]              does B beat A beyond noise (IQM, stratified bootstrap)
     rlvr contamination TRAIN EVAL                 n-gram overlap between a training task and an eval set
     rlvr export CHECKPOINT OUT [--gguf]           a checkpoint as a plain HF model directory (LoRA merged)
+    rlvr rm train [CONFIG.yaml] [key=value ...]   an outcome / process reward model on the policy's own samples
 
 Every config key can be overridden with a dotted ``key=value`` (``rlvr train
 --help`` lists them all with types, defaults and docs).
@@ -469,6 +470,48 @@ def _add_export_parser(sub, fmt) -> None:
     p.set_defaults(func=_cmd_export)
 
 
+def _cmd_rm_train(ns) -> int:
+    from rlvr.config import load_config
+    from rlvr.recipes.reward_model import RMConfig, format_report, train_reward_model
+
+    args = list(ns.args)
+    path = None
+    if args and "=" not in args[0]:
+        path, args = args[0], args[1:]
+        if not Path(path).is_file():
+            raise SystemExit(f"rlvr: config file not found: {path}")
+    cfg = load_config(RMConfig, path, args)
+    try:
+        report = train_reward_model(cfg)
+    except ValueError as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    print(format_report(report))
+    return 0
+
+
+def _add_rm_parser(sub, fmt) -> None:
+    from rlvr.config import describe_config
+    from rlvr.recipes.reward_model import RMConfig
+
+    p = sub.add_parser("rm", help="reward models: `rlvr rm train` (ORM or Math-Shepherd PRM)", formatter_class=fmt)
+    rm = p.add_subparsers(dest="rm_command", required=True, metavar="ACTION")
+    t = rm.add_parser("train", formatter_class=fmt, help="train an ORM or a PRM on the policy's own verified samples",
+                      description="Train a reward model from the policy's own verified samples (a samples file "
+                                  "from `rlvr eval` via samples=PATH, or sampled fresh from task.*): kind=orm is a "
+                                  "sequence classifier (objective=pointwise BCE or bradley_terry pairs), kind=prm "
+                                  "a causal LM in the Math-Shepherd step-tag format with automatic labels (the "
+                                  "success rate of rollouts_per_step continuations from each step prefix). "
+                                  "lora.enabled=true trains LoRA adapters (merged before saving). Prints and "
+                                  "writes held-out accuracy, AUC and calibration (OUTPUT/rm_metrics.json); the "
+                                  "model loads with `rlvr search --scorer orm:OUTPUT` / `prm:OUTPUT`.\n\n"
+                                  "Example: rlvr rm train kind=prm task.name=arithmetic num_problems=32 "
+                                  "output_dir=runs/rm/prm",
+                      epilog="config keys (override as key=value):\n" + describe_config(RMConfig))
+    _add_config_args(t)
+    t.set_defaults(func=_cmd_rm_train)
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="rlvr", description=__doc__, formatter_class=fmt)
@@ -616,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_contamination)
 
     _add_export_parser(sub, fmt)
+    _add_rm_parser(sub, fmt)
     return parser
 
 

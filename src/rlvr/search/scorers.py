@@ -43,6 +43,9 @@ __all__ = [
     "OutcomeRewardModel",
     "ProcessRewardModel",
     "load_scorer",
+    "orm_input_ids",
+    "prm_input_ids",
+    "check_reward_model_dir",
 ]
 
 AGGREGATIONS = ("min", "last", "mean", "prod")
@@ -113,6 +116,36 @@ def _load_tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+def orm_input_ids(tokenizer, question: str, completion: str, max_length: int = 4096) -> list[int]:
+    """The token ids an :class:`OutcomeRewardModel` scores (reward-model training builds the same): the chat
+    of ``question`` and ``completion`` (the tokenizer's chat template, else ``question + "\\n\\n" +
+    completion`` with special tokens), the last ``max_length`` of them."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": question},
+                                             {"role": "assistant", "content": completion}], tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        ids = list(ids)
+    else:
+        ids = tokenizer(question + "\n\n" + completion, add_special_tokens=True)["input_ids"]
+    return list(ids)[-max_length:]
+
+
+def prm_input_ids(tokenizer, question: str, steps: Sequence[str], tag_id: int) -> tuple[list[int], list[int]]:
+    """Math-Shepherd input of a :class:`ProcessRewardModel` (reward-model training builds the same):
+    ``[bos] + enc(question + " ")`` then per step ``enc(step.strip() + " ") + [tag_id] + enc("\\n")``;
+    returns ``(ids, positions of the tags)``."""
+    enc = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    bos = tokenizer.bos_token_id
+    ids = ([bos] if bos is not None else []) + enc(question + " ")
+    positions = []
+    for s in steps:
+        ids += enc(s.strip() + " ")
+        positions.append(len(ids))
+        ids += [tag_id] + enc("\n")
+    return ids, positions
+
+
 class OutcomeRewardModel:
     """An outcome reward model: ``AutoModelForSequenceClassification`` from ``path``.
 
@@ -138,17 +171,7 @@ class OutcomeRewardModel:
         self.device, self.max_length, self._torch = device, max_length, torch
 
     def _ids(self, problem: Any, completion: str) -> list[int]:
-        q = problem_text(problem)
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template([{"role": "user", "content": q}, {"role": "assistant", "content": completion}],
-                                          tokenize=True)
-            if hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            ids = list(ids)
-        else:
-            ids = tok(q + "\n\n" + completion, add_special_tokens=True)["input_ids"]
-        return ids[-self.max_length:]
+        return orm_input_ids(self.tokenizer, problem_text(problem), completion, self.max_length)
 
     def score(self, problem: Any, completion: str) -> float:
         torch = self._torch
@@ -203,14 +226,7 @@ class ProcessRewardModel:
         return ids[-1]
 
     def _ids(self, problem: Any, steps: Sequence[str]) -> tuple[list[int], list[int]]:
-        bos = self.tokenizer.bos_token_id
-        ids = ([bos] if bos is not None else []) + self._enc(problem_text(problem) + " ")
-        positions = []
-        for s in steps:
-            ids += self._enc(s.strip() + " ")
-            positions.append(len(ids))
-            ids += [self.tag_id] + self._enc("\n")
-        return ids, positions
+        return prm_input_ids(self.tokenizer, problem_text(problem), steps, self.tag_id)
 
     def score_steps(self, problem: Any, steps: list[str]) -> list[float]:
         if not steps:
@@ -233,6 +249,42 @@ class ProcessRewardModel:
     def score(self, problem: Any, completion: str) -> float:
         return aggregate_step_scores(self.score_steps(problem, split_steps(completion, self.delimiter)),
                                      self.aggregate)
+
+
+def check_reward_model_dir(path: str, kind: str) -> None:
+    """Refuse (ValueError with the reason) a directory that is not a reward model of ``kind`` (``orm``/``prm``),
+    reading only its ``config.json`` (and ``rlvr_reward_model.json`` when ``rlvr rm train`` wrote it), so a
+    config can be checked when it loads, before any weights are read."""
+    import json
+    from pathlib import Path
+
+    if kind not in ("orm", "prm"):
+        raise ValueError(f"reward model kind must be orm or prm, got {kind!r}")
+    d = Path(path)
+    cfg_file = d / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"{path}: not a model directory (no config.json)")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}/config.json: not JSON ({e})") from None
+    archs = cfg.get("architectures") or []
+    meta_file = d / "rlvr_reward_model.json"
+    if meta_file.is_file():
+        meta_kind = json.loads(meta_file.read_text()).get("kind")
+        if meta_kind and meta_kind != kind:
+            raise ValueError(f"{path}: was trained as a {meta_kind.upper()} (rlvr_reward_model.json), "
+                             f"used as a {kind.upper()}")
+    if kind == "orm":
+        if not any(a.endswith("ForSequenceClassification") for a in archs):
+            raise ValueError(f"{path}: an ORM must be a sequence classifier (AutoModelForSequenceClassification); "
+                             f"its architectures are {archs or 'not given'}")
+        labels = len(cfg.get("id2label") or {}) or int(cfg.get("num_labels", 2))
+        if labels not in (1, 2):
+            raise ValueError(f"{path}: an ORM needs 1 or 2 labels, it has {labels}")
+    elif archs and not any(a.endswith("ForCausalLM") for a in archs):
+        raise ValueError(f"{path}: a PRM in the Math-Shepherd format must be a causal LM; its architectures are "
+                         f"{archs}")
 
 
 def load_scorer(spec: str, *, verifier: str = "math", delimiter: str = "\n\n", aggregate: str = "min",

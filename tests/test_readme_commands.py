@@ -17,7 +17,8 @@ import pytest
 from rlvr.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("Using it", "Algorithms: pick by name, combine freely")
+SECTIONS = ("Using it", "Algorithms: pick by name, combine freely",
+            "Environments: tool use, feedback, procedural tasks, a live curriculum")
 
 
 def readme_commands() -> list[str]:
@@ -65,7 +66,7 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
     subst = {"configs/arithmetic_grpo.yaml": str(ROOT / "configs" / "arithmetic_grpo.yaml"),
              "/path/to/hf-model": str(model_dir), "task.path=my.jsonl": f"task.path={tmp / 'my.jsonl'}",
              "runs/arithmetic_grpo/checkpoints/step-000040": str(ckpts[-1]) if ckpts else "missing-checkpoint"}
-    args = [subst.get(a, a) for a in args]
+    args = [subst.get(a, str(ROOT / a) if a.startswith("configs/") else a) for a in args]
     if args[0] == "train" and "--help" not in args:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.num_train=8",
                  "task.num_heldout=4", "train.prompts_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=4",

@@ -133,5 +133,10 @@ def test_environment_options_are_validated():
         build_environment("tools", None, None, max_turn=3)
     with pytest.raises(ValueError, match="unknown tool"):
         build_environment("tools", None, None, tools=["shell"])
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(ValueError, match=r"env.params: unknown tool\(s\) \['shell'\]"):
+        load_config(RunConfig, None, ["env.name=tools", "env.params={tools: [shell]}"])
     assert "multi_turn" in ENVIRONMENTS.entry("tools").tags
     assert "multi_turn" not in ENVIRONMENTS.entry("single_turn").tags

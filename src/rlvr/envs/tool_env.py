@@ -66,7 +66,7 @@ class ToolEnvironment(Environment):
 
     def step(self, state: EpisodeState, text: str) -> Reply:
         call = parse_tool_call(text, list(self.box))
-        if call is not None and not _answered_after_call(text):
+        if call is not None and not _answered_after_call(text, self.box.stop_strings):
             result, ok = self.box.call(call)
             state.data["tool_calls"] += 1
             state.data["tool_errors"] += 0 if ok else 1
@@ -82,13 +82,21 @@ class ToolEnvironment(Environment):
         return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=f"no final answer: {reason}"))
 
 
-def _answered_after_call(text: str) -> bool:
+def _answered_after_call(text: str, end_tags: tuple[str, ...]) -> bool:
     """True when the turn gives a boxed answer after its last tool call (the call is then ignored)."""
-    last = max(text.rfind("</tool_call>"), max((text.rfind(f"</{n}>") for n in BUILTIN_TOOLS), default=-1))
+    last = max((text.rfind(t) for t in end_tags), default=-1)
     return "\\boxed" in text[last:] if last >= 0 else False
 
 
-@ENVIRONMENTS.register("tools", tags={"multi_turn"},
+def _check_tools(params: dict, **_) -> None:
+    unknown = [t for t in params.get("tools") or () if t not in BUILTIN_TOOLS]
+    if unknown:
+        raise ValueError(f"unknown tool(s) {unknown}; built in: {', '.join(BUILTIN_TOOLS)}")
+    if params.get("max_turns", 1) < 1:
+        raise ValueError("max_turns must be >= 1")
+
+
+@ENVIRONMENTS.register("tools", tags={"multi_turn"}, check=_check_tools,
                        doc="tool use: calls to tools (calculator, python) answered until a final answer, which "
                            "reward.verifier scores; params tools, max_turns, observation, example")
 def tools_env(verifier, tokenizer, *, tools: list[str] = ("calculator",), max_turns: int = 4,

@@ -304,7 +304,7 @@ class RunConfig(ConfigModel):
         from rlvr.envs import ENVIRONMENTS
 
         ENVIRONMENTS.entry(self.env.name, key="env.name")
-        ENVIRONMENTS.validate_params(self.env.name, self.env.params, key="env.params")
+        ENVIRONMENTS.check(self.env.name, self.env.params, key="env.params")
 
     def check(self) -> None:
         if self.train.steps < 0:

@@ -107,10 +107,10 @@ def test_random_source_is_seeded_and_resumes_exactly(tmp_path):
 def test_default_source_is_bit_identical_to_an_unset_source(tmp_path):
     base, rows0 = _run(tmp_path / "unset")
     same, rows1 = _run(tmp_path / "set", "reward.source=verifier", "reward.source_params={}")
-    for (_, s0), (_, s1) in zip(base.seen, same.seen):
+    for (ro, s0), (_, s1) in zip(base.seen, same.seen):
         assert torch.equal(s0.rewards, s1.rewards) and torch.equal(s0.advantages, s1.advantages)
-    drop = {"step_time", "gen_time", "verify_time", "learn_time", "sync_time", "wait_time", "tokens_per_s",
-            "peak_rss_mb", "gen_tokens_per_s", "time", "learn_tokens_per_s"}
+        # today's reward: wrong_reward + (correct_reward - wrong_reward) * verdict (1 / 0 here)
+        assert s0.rewards.tolist() == [float(v.correct) for v in ro.verdicts]
     clean = lambda rs: [{k: v for k, v in r.items() if not any(t in k for t in ("time", "per_s", "rss"))}  # noqa
                         for r in rs]
     assert clean(rows0) == clean(rows1)
@@ -150,3 +150,41 @@ def test_majority_vote_with_dynamic_sampling_sees_the_source_rewards(tmp_path):
     if rows[0]["sampling_rounds"] < 3:
         assert all(float(g.std()) > 0 for g in groups)
     assert not math.isnan(rows[0]["reward/pseudo_label_accuracy"])
+
+
+@pytest.mark.parametrize("source,extra", [
+    ("majority_vote", ("algorithm.advantage=gae",)),
+    ("self_certainty", ("algorithm.advantage=rloo", "algorithm.kl_coef=0.1", "algorithm.kl_in_reward=true")),
+    ("reference_likelihood", ("algorithm.advantage=drgrpo", "reward.source_params={std_threshold: 0.5}")),
+    ("format_only", ("algorithm.advantage=entropy_guided",)),
+    ("random", ("algorithm.advantage=passk", "algorithm.advantage_params={k: 2}")),
+])
+def test_sources_compose_with_other_estimators(tmp_path, source, extra):
+    r, rows = _run(tmp_path, f"reward.source={source}", "train.steps=1", *extra)
+    ro, scored = r.seen[0]
+    assert torch.isfinite(scored.advantages).all() and rows[0]["step"] == 1
+    if source == "reference_likelihood":  # RLPR's std filter: a group whose rewards barely vary trains on nothing
+        keep = rows[0]["rlpr/kept"]
+        assert 0.0 <= keep <= 1.0
+        groups = scored.advantages.reshape(-1, 4)
+        stds = scored.rewards.reshape(-1, 4).std(dim=1)
+        for g, sd in zip(groups, stds):
+            if float(sd) < 0.5:
+                assert g.abs().sum() == 0
+
+
+def test_reference_likelihood_needs_a_reference_answer(tiny_tokenizer):
+    from rlvr.recipes.reward_sources import _reference_batch, reasoning_before_answer
+
+    assert reasoning_before_answer("so 3+4 = \\boxed{6}, no \\boxed{7}") == "so 3+4 = \\boxed{6}, no "
+    assert reasoning_before_answer("no box") == "no box"
+    from rlvr.types import Sample
+
+    s = Sample("q", [5, 6], [7], [0.0], "x \\boxed{1}", "stop")
+    batch, lengths = _reference_batch([s, s], {"q": Problem("q", prompt="?", answer="12")}, tiny_tokenizer, 2, 0)
+    assert lengths == [2] and batch.input_ids.shape[0] == 3  # 2 samples + the no-reasoning row
+    assert batch.completion_mask.sum(1).tolist() == [2.0, 2.0, 2.0]  # only the reference's tokens are scored
+    assert tiny_tokenizer.decode(batch.input_ids[0, -len("x \\boxed{12"):]) == "x \\boxed{12"
+    assert tiny_tokenizer.decode(batch.input_ids[2][batch.attention_mask[2].bool()][2:]) == "\\boxed{12"
+    with pytest.raises(ValueError, match="no reference answer"):
+        _reference_batch([s, s], {"q": Problem("q", prompt="?", answer="")}, tiny_tokenizer, 2, 0)

@@ -71,7 +71,7 @@ def _eval_pass(model, batch: Batch, cfg, device, fn) -> torch.Tensor:
 
 def self_certainty_pass(model, batch: Batch, cfg, device) -> torch.Tensor:
     """Per-token self-certainty ``KL(U || p)`` of the policy at every completion position, [B, T] (no grad)."""
-    temp = cfg.rollout.temperature if cfg.rollout.temperature not in (0.0,) else 1.0
+    temp = cfg.rollout.temperature or 1.0
 
     def fn(mb, start):
         T = mb.input_ids.shape[1]
@@ -109,7 +109,7 @@ def reference_logprob_pass(model, samples, problems, tokenizer, cfg, device, pad
     """Per group: ``(reference_logprobs [G, L], no-reasoning log-probs [L])`` under the policy (no grad)."""
     G = cfg.rollout.group_size
     batch, lengths = _reference_batch(samples, problems, tokenizer, G, pad_id)
-    temp = cfg.rollout.temperature if cfg.rollout.temperature != 0 else 1.0
+    temp = cfg.rollout.temperature or 1.0
     lp = _eval_pass(model, batch, cfg, device, lambda mb, start: policy_logprobs(
         model, mb.input_ids, mb.attention_mask, start, temp)[0])
     m = batch.completion_mask.bool()

@@ -188,3 +188,16 @@ def test_reference_likelihood_needs_a_reference_answer(tiny_tokenizer):
     assert tiny_tokenizer.decode(batch.input_ids[2][batch.attention_mask[2].bool()][2:]) == "\\boxed{12"
     with pytest.raises(ValueError, match="no reference answer"):
         _reference_batch([s, s], {"q": Problem("q", prompt="?", answer="")}, tiny_tokenizer, 2, 0)
+
+
+def test_every_registered_source_loads_in_process_and_is_refused_where_it_cannot_run(tmp_path):
+    from rlvr.rewards.sources import REWARD_SOURCES
+
+    for name in REWARD_SOURCES.names():
+        _cfg(tmp_path, f"reward.source={name}")
+        if name == "verifier":
+            continue
+        for extra in (("train.async_steps=1", "algorithm.is_correction=tis"),
+                      ("distributed.fsdp=true", "distributed.mixed_precision=none")):
+            with pytest.raises(ValueError, match="in-process recipe only"):
+                _cfg(tmp_path, f"reward.source={name}", *extra)

@@ -362,6 +362,12 @@ class RunConfig(ConfigModel):
         has_reference = None if self.task.name in REFERENCE_UNKNOWN_TASKS else True
         REWARD_SOURCES.check(r.source, r.source_params, key="reward.source", verifier=r.verifier,
                              has_reference=has_reference)
+        from rlvr.rollout.collect import COLLECT_SOURCES
+
+        if r.source not in COLLECT_SOURCES | POLICY_SOURCES:
+            raise ValueError(f"reward.source={r.source} is registered but the training loop does not compute it "
+                             f"(collected: {', '.join(sorted(COLLECT_SOURCES))}; from the policy: "
+                             f"{', '.join(sorted(POLICY_SOURCES))})")
         policy_based = r.source in POLICY_SOURCES
         bad = []
         if r.source != "verifier":

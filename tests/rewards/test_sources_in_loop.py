@@ -12,7 +12,7 @@ import torch
 from conftest import make_model, make_tokenizer
 from rlvr.config import load_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe, train
+from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Verdict
 

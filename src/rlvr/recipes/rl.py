@@ -362,8 +362,8 @@ class RLRecipe:
                 out=extra, answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier))
             acct.add_time("generate", t_gen)
             acct.add_time("verify", time.perf_counter() - t0 - t_gen)
-            out = Rollouts(samples, verdicts, rewards, rounds, generated, source_metrics=extra.get("source_metrics", {}),
-                           keep=extra.get("keep"))
+            out = Rollouts(samples, verdicts, rewards, rounds, generated,
+                           source_metrics=extra.get("source_metrics", {}), keep=extra.get("keep"))
         else:
             with acct.phase("wait"):
                 rb = self.worker.get(step)

@@ -106,7 +106,6 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     buf = DynamicSamplingBuffer(P, G, max_rounds, drop_uninformative=cfg.algorithm.dynamic_sampling)
     source = getattr(rcfg, "source", "verifier")
     in_collect = source != "verifier" and source in COLLECT_SOURCES
-    extras = []  # per added group: (metrics, keep) of the source
     while not buf.full and not buf.exhausted:
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)

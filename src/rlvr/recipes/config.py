@@ -144,6 +144,50 @@ class RewardConfig(ConfigModel):
     laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus")
     flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)")
     flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
+    source: str = option("verifier", "where a group's rewards come from, a name in rlvr.rewards.REWARD_SOURCES: "
+                                     "verifier (the verdict, scaled by correct_reward/wrong_reward), majority_vote "
+                                     "(TTRL: agreement with the group's majority answer, no labels), self_certainty "
+                                     "(INTUITOR), reference_likelihood (VeriFree/RLPR: the policy's probability of "
+                                     "the reference after its reasoning), random and format_only (controls)")
+    source_params: dict[str, Any] = option(None, "options of the reward source, e.g. {min_share: 0.5} for "
+                                                 "majority_vote, {p: 0.5, seed: 1} for random, {debias: false} for "
+                                                 "reference_likelihood", default_factory=dict)
+    process_prm: str | None = option(None, "process rewards in the loop: a PRM directory written by `rlvr rm train "
+                                           "kind=prm`; its step scores shape the advantages (None: off)")
+    process_prm_params: dict[str, Any] = option(None, "PRM input format overrides {step_tag, good, bad, delimiter} "
+                                                      "(default: the PRM's rlvr_reward_model.json)",
+                                                default_factory=dict)
+    process_transforms: list[Any] = option(None, "step-score transforms applied in order, names in "
+                                                 "rlvr.algorithms.process.STEP_TRANSFORMS (center, normalize, clip, "
+                                                 "clip_range, delta), each a name or {name: {options}}",
+                                           default_factory=list)
+    process_credit: str = option("sum", "process credit assignment, a name in PROCESS_CREDIT: sum or min (PURE "
+                                        "min-form: a trajectory is worth its worst step)")
+    process_credit_params: dict[str, Any] = option(None, "credit options, e.g. {temperature: 0.1} for min",
+                                                   default_factory=dict)
+    process_filter: str = option("none", "process/outcome filter, a name in PROCESS_FILTERS: none or disagreement "
+                                         "(samples whose PRM and outcome rewards disagree get advantage 0)")
+    process_filter_params: dict[str, Any] = option(None, "filter options, e.g. {low: 0.3, high: 0.7}",
+                                                   default_factory=dict)
+    process_baseline: Literal["steps", "returns", "none"] = option(
+        "steps", "GRPO family: baseline of the process returns (steps: DeepSeekMath step normalisation; returns: "
+                 "group baseline on the trajectory's process return; none: raw)")
+    process_coef: float = option(1.0, "weight of the process term in the advantage (or PPO token reward)")
+    outcome_coef: float = option(1.0, "weight of the outcome term (the estimator's advantage, or PPO's final "
+                                      "token reward) when process rewards are on")
+
+    def process_transform_list(self) -> list[tuple[str, dict]]:
+        """``process_transforms`` as ``(name, options)`` pairs (a name, or a one-key mapping name -> options)."""
+        out = []
+        for t in self.process_transforms:
+            if isinstance(t, str):
+                out.append((t, {}))
+            elif isinstance(t, dict) and len(t) == 1:
+                (name, opts), = t.items()
+                out.append((str(name), dict(opts or {})))
+            else:
+                raise ValueError(f"reward.process_transforms: each item is a name or {{name: {{options}}}}, got {t!r}")
+        return out
 
 
 class EnvConfig(ConfigModel):
@@ -305,6 +349,65 @@ class RunConfig(ConfigModel):
 
         ENVIRONMENTS.entry(self.env.name, key="env.name")
         ENVIRONMENTS.check(self.env.name, self.env.params, key="env.params")
+        self._validate_reward_source()
+
+    def _validate_reward_source(self) -> None:
+        """reward.source and reward.process_* checked against the task, verifier and the rest of the run."""
+        from rlvr.rewards.sources import REWARD_SOURCES
+
+        r = self.reward
+        # Every built-in task but a file or dataset of the user's carries reference answers; for those
+        # (jsonl, hf) it is unknown before the file is read: None lets the source through, and a source that
+        # reads the reference stops at the first problem without one when training.
+        has_reference = None if self.task.name in REFERENCE_UNKNOWN_TASKS else True
+        REWARD_SOURCES.check(r.source, r.source_params, key="reward.source", verifier=r.verifier,
+                             has_reference=has_reference)
+        from rlvr.rollout.collect import COLLECT_SOURCES
+
+        if r.source not in COLLECT_SOURCES | POLICY_SOURCES:
+            raise ValueError(f"reward.source={r.source} is registered but the training loop does not compute it "
+                             f"(collected: {', '.join(sorted(COLLECT_SOURCES))}; from the policy: "
+                             f"{', '.join(sorted(POLICY_SOURCES))})")
+        policy_based = r.source in POLICY_SOURCES
+        bad = []
+        if r.source != "verifier":
+            bad += [k for k, on in (("reward.flip_false_positive / flip_false_negative",
+                                     bool(r.flip_false_positive or r.flip_false_negative)),
+                                    ("reward.laser_target_length", bool(r.laser_target_length))) if on]
+            if bad:
+                raise ValueError(f"reward.source={r.source}: {', '.join(bad)} shape the verifier's verdict; use "
+                                 "them with reward.source=verifier")
+        if policy_based and (self.algorithm.dynamic_sampling or self.algorithm.difficulty_filter):
+            raise ValueError(f"reward.source={r.source} is computed from the policy after the rollouts are "
+                             "collected: algorithm.dynamic_sampling / difficulty_filter cannot see it")
+        if r.process_prm is not None:
+            from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
+            from rlvr.search.scorers import check_reward_model_dir
+
+            try:
+                check_reward_model_dir(r.process_prm, "prm")
+            except ValueError as e:
+                raise ValueError(f"reward.process_prm: {e}") from None
+            for name, opts in r.process_transform_list():
+                STEP_TRANSFORMS.check(name, opts, key="reward.process_transforms")
+            PROCESS_CREDIT.check(r.process_credit, r.process_credit_params, key="reward.process_credit")
+            PROCESS_FILTERS.check(r.process_filter, r.process_filter_params, key="reward.process_filter")
+            unknown = set(r.process_prm_params) - {"step_tag", "good", "bad", "delimiter"}
+            if unknown:
+                raise ValueError(f"reward.process_prm_params: unknown option(s) {', '.join(sorted(unknown))} "
+                                 "(step_tag, good, bad, delimiter)")
+        if r.source != "verifier" or r.process_prm is not None:
+            what = f"reward.source={r.source}" if r.source != "verifier" else "reward.process_prm"
+            d = self.distributed
+            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
+                                   ("train.rollout_worker", self.train.rollout_worker),
+                                   ("distributed.fsdp", d.fsdp)) if on]
+            if bad:
+                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
+            from rlvr.envs import ENVIRONMENTS
+
+            if (policy_based or r.process_prm is not None) and "multi_turn" in ENVIRONMENTS.entry(self.env.name).tags:
+                raise ValueError(f"{what} scores single completions: use env.name=single_turn")
 
     def check(self) -> None:
         if self.train.steps < 0:
@@ -371,6 +474,13 @@ class RunConfig(ConfigModel):
 
             if bad := unsupported_with_fsdp(self):
                 raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+
+
+REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
+"""Tasks whose reference answers come from the user's file: whether they exist is not known at load."""
+
+POLICY_SOURCES = frozenset({"self_certainty", "reference_likelihood"})
+"""Reward sources computed from the policy's own forward pass (in RLRecipe.advantages, not at collection)."""
 
 
 def task_at_level(task: TaskConfig, level: dict[str, Any], key: str = "curriculum.levels") -> TaskConfig:

@@ -25,6 +25,7 @@ Other ways to run the same recipe change *how* a step runs, never the loop:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -42,6 +43,7 @@ from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
 from rlvr.evaluate.accuracy import evaluate_accuracy
+from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.learner.update import (
@@ -57,7 +59,9 @@ from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
 from rlvr.models.value_head import build_critic
 from rlvr.rewards.monitors import HackMonitor
-from rlvr.recipes.config import RunConfig, task_at_level
+from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
+    shape_advantages
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.tasks.curriculum import CurriculumSampler
@@ -88,6 +92,8 @@ class Rollouts:
     rounds: int
     generated: int
     lag: dict[str, Any] = field(default_factory=dict)  # async: policy_version, staleness, rollout peak RSS
+    source_metrics: dict[str, float] = field(default_factory=dict)  # reward.source diagnostics (collect-side)
+    keep: torch.Tensor | None = None  # [N] bool: samples the reward source keeps (None: all)
 
 
 @dataclass
@@ -99,6 +105,7 @@ class Scored:
     advantages: torch.Tensor
     seq_kl: torch.Tensor | None = None
     value_row: dict[str, float] = field(default_factory=dict)
+    reward_row: dict[str, float] = field(default_factory=dict)  # reward source / process reward diagnostics
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -348,12 +355,15 @@ class RLRecipe:
         tcfg, acct = self.cfg.train, self.acct
         if self.worker is None:
             t0 = time.perf_counter()
+            extra: dict[str, Any] = {}
             samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
                 self.engine, self.sampler, self.env, self.params, self.cfg, step, self.dfilter,
-                budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None)
+                budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None,
+                out=extra, answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier))
             acct.add_time("generate", t_gen)
             acct.add_time("verify", time.perf_counter() - t0 - t_gen)
-            out = Rollouts(samples, verdicts, rewards, rounds, generated)
+            out = Rollouts(samples, verdicts, rewards, rounds, generated,
+                           source_metrics=extra.get("source_metrics", {}), keep=extra.get("keep"))
         else:
             with acct.phase("wait"):
                 rb = self.worker.get(step)
@@ -380,9 +390,22 @@ class RLRecipe:
         The estimator's registry entry says what else it needs: ``values`` (PPO's
         critic, GAE; the returns become the critic's targets) or ``entropy``.
         """
-        cfg, alg = self.cfg, self.cfg.algorithm
+        cfg, alg, rcfg = self.cfg, self.cfg.algorithm, self.cfg.reward
         batch = collate(ro.samples, torch.zeros(len(ro.samples)), self.engine.pad_id)
         rewards, seq_kl, token_kl = ro.rewards, None, None
+        keep, reward_row = ro.keep, dict(ro.source_metrics)
+        if rcfg.source in POLICY_SOURCES:  # self-certainty / reference likelihood: a no-grad pass of the policy
+            if not hasattr(self, "problem_by_id"):
+                self.problem_by_id = {p.id: p for p in self.train_problems}
+            rewards, keep, m = policy_source_rewards(rcfg.source, rcfg.source_params, self.model, batch, ro.samples,
+                                                     self.problem_by_id, self.tokenizer, cfg, self.device,
+                                                     self.engine.pad_id)
+            reward_row.update(m)
+        steps = None
+        if rcfg.process_prm is not None:  # PRM step scores of every completion
+            if getattr(self, "process_scorer", None) is None:
+                self.process_scorer = load_process_scorer(rcfg, self.device)
+            steps = prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
         if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
             token_kl = reference_kl(self.ref_model, batch, cfg, self.device)
             seq_kl = token_kl.sum(-1)
@@ -396,14 +419,25 @@ class RLRecipe:
             inputs["mask"] = batch.completion_mask
         if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
             batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
-            advantages, batch.returns = ppo_gae_advantages(
-                rewards, batch.values, batch.completion_mask, kl=token_kl,
-                kl_coef=alg.kl_coef if token_kl is not None else 0.0, **alg.advantage_params)
+            if steps is not None:  # process rewards on each step's last token
+                advantages, batch.returns, m = shape_advantages(
+                    rcfg, None, rewards, steps, batch.completion_mask, cfg.rollout.group_size, values=batch.values,
+                    token_kl=token_kl, kl_coef=alg.kl_coef, gae_params=alg.advantage_params)
+                reward_row.update(m)
+            else:
+                advantages, batch.returns = ppo_gae_advantages(
+                    rewards, batch.values, batch.completion_mask, kl=token_kl,
+                    kl_coef=alg.kl_coef if token_kl is not None else 0.0, **alg.advantage_params)
             value_row = value_diagnostics(batch)
         else:
             advantages = self.estimator(rewards, cfg.rollout.group_size, **inputs)
+            if steps is not None:  # the estimator's outcome advantage plus the process term, [B, T]
+                advantages, _, m = shape_advantages(rcfg, advantages, rewards, steps, batch.completion_mask,
+                                                    cfg.rollout.group_size)
+                reward_row.update(m)
+        advantages = apply_keep(advantages, keep)  # samples a source dropped (e.g. RLPR's std filter): 0
         batch.advantages = advantages.float()
-        return Scored(batch, rewards, advantages, seq_kl, value_row)
+        return Scored(batch, rewards, advantages, seq_kl, value_row, reward_row)
 
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         """The policy (and critic) update, the LR schedules, the weight sync and any reference reset."""
@@ -455,6 +489,9 @@ class RLRecipe:
             **timing,  # gen/verify/learn/sync/wait/step time, tokens/s, peak_rss_mb
             **ro.lag,  # async: policy_version, staleness, rollout process peak memory
         }
+        row.update(scored.reward_row)  # reward.source / process diagnostics (e.g. ttrl/label_accuracy)
+        if "ttrl/label_accuracy" in row:
+            row["reward/pseudo_label_accuracy"] = row["ttrl/label_accuracy"]
         if scored.seq_kl is not None:
             row["kl_in_reward"] = float(scored.seq_kl.mean())
         if ref_reset is not None:

@@ -14,11 +14,15 @@ from rlvr.algorithms.sampling import DifficultyFilter, DynamicSamplingBuffer
 from rlvr.engines import SamplingParams
 from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
+from rlvr.rewards.sources import GroupInput, compute_group_rewards
 from rlvr.rollout.episodes import run_episodes
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.types import Problem
 
-__all__ = ["collect_rollouts", "draw_prompts"]
+__all__ = ["collect_rollouts", "draw_prompts", "source_group_rewards", "COLLECT_SOURCES"]
+
+COLLECT_SOURCES = frozenset({"verifier", "majority_vote", "random", "format_only"})
+"""Reward sources computed at collection (they read texts, verdicts and answers, not the policy)."""
 
 
 def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
@@ -39,8 +43,26 @@ def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | Non
     return out + (sampler.next(k - len(out)) if len(out) < k else [])
 
 
+def source_group_rewards(name: str, params: dict, problem: Problem, group: list, key, answer_key=None):
+    """Rewards [G], keep [G] and metrics of one group from a reward source that reads only texts, verdicts and
+    answers (``verifier``, ``majority_vote``, ``random``, ``format_only``).
+
+    Answers are the verdicts' ``extracted`` (through ``answer_key``, e.g. a voting key that lets ``0.5`` and
+    ``1/2`` vote together); the verdicts and the reference are passed only when the problem has a reference
+    answer, so label diagnostics (TTRL's pseudo-label accuracy) are measured against the true label and are
+    absent on unlabelled problems.
+    """
+    verdicts = [s.info["verdict"] for s in group]
+    answers = [v.extracted if answer_key is None else answer_key(v.extracted) for v in verdicts]
+    labelled = problem.answer is not None and str(problem.answer).strip() != ""
+    gi = GroupInput([s.text for s in group], reference=problem.answer if labelled else None,
+                    verdicts=verdicts if labelled or name == "verifier" else None, answers=answers, key=key)
+    return compute_group_rewards(name, [gi], **params)
+
+
 def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams, cfg, step: int,
-                      dfilter: DifficultyFilter | None = None, budget_left: int | None = None):
+                      dfilter: DifficultyFilter | None = None, budget_left: int | None = None,
+                      out: dict | None = None, answer_key=None):
     """Run ``prompts_per_step`` groups of episodes in ``env`` and turn their outcomes into rewards.
 
     ``env`` is an :class:`~rlvr.envs.Environment` (a bare verifier is wrapped as a
@@ -60,6 +82,17 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     (from the true verdicts).  LASER adds a bonus to correct answers within
     ``reward.laser_target_length`` tokens.
 
+    ``reward.source`` other than ``verifier`` (the default, whose arithmetic is the one
+    above) replaces the verifier's reward by the source's (:mod:`rlvr.rewards.sources`)
+    for the sources that need only texts, verdicts and answers (``majority_vote``,
+    ``random``, ``format_only``; ``answer_key`` canonicalises answers); the soft
+    overlong punishment still applies, and the dynamic-sampling buffer and the
+    difficulty filter see the source's rewards.  Sources that need the policy's
+    forward pass (``self_certainty``, ``reference_likelihood``) are computed by the
+    recipe after collection: here their groups keep the verifier's reward.  ``out``,
+    if given, receives ``source_metrics`` (the source's diagnostics averaged over the
+    chosen groups, e.g. ``ttrl/label_accuracy``) and ``keep`` ([N] bool or None).
+
     Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
     """
     if not isinstance(env, Environment):
@@ -71,13 +104,27 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     if budget_left is not None:  # train.max_rollouts: extra rounds may not overshoot the budget
         max_rounds = max(1, min(max_rounds, budget_left // (P * G)))
     buf = DynamicSamplingBuffer(P, G, max_rounds, drop_uninformative=cfg.algorithm.dynamic_sampling)
+    source = getattr(rcfg, "source", "verifier")
+    in_collect = source != "verifier" and source in COLLECT_SOURCES
     while not buf.full and not buf.exhausted:
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         groups = run_episodes(engine, env, problems, params)
         t_gen += time.perf_counter() - t0
-        for problem, group in zip(problems, groups):
+        for gi, (problem, group) in enumerate(zip(problems, groups)):
+            if in_collect:  # a label-free or control source: its rewards replace the verifier's
+                src_r, src_keep, src_m = source_group_rewards(
+                    source, rcfg.source_params, problem, group, (cfg.train.seed, step, buf.rounds, gi), answer_key)
+                if dfilter is not None:
+                    dfilter.update([problem.id], src_r, G)
+                reward = src_r
+                if rcfg.overlong_cache_len:
+                    lengths = torch.tensor([float(s.num_tokens) for s in group])
+                    reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
+                verdicts = [s.info["verdict"] for s in group]
+                buf.add((group, verdicts, reward, (src_m, src_keep)), reward)
+                continue
             verdicts = [s.info["verdict"] for s in group]
             correct = torch.tensor([float(v.correct) for v in verdicts])
             returns = torch.tensor([float(s.info["reward"]) for s in group])
@@ -95,7 +142,22 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
             buf.add((group, verdicts, reward), reward)
     chosen = buf.take()
-    samples = [s for g, _, _ in chosen for s in g]
-    verdicts = [v for _, vs, _ in chosen for v in vs]
-    rewards = torch.cat([r for _, _, r in chosen])
+    samples = [s for g, *_ in chosen for s in g]
+    verdicts = [v for _, vs, *_ in chosen for v in vs]
+    rewards = torch.cat([c[2] for c in chosen])
+    if out is not None:
+        out["source_metrics"], out["keep"] = {}, None
+        if in_collect:
+            out["source_metrics"] = mean_metrics([c[3][0] for c in chosen])
+            out["keep"] = torch.cat([c[3][1] for c in chosen])
     return samples, verdicts, rewards, buf.rounds, t_gen, buf.generated
+
+
+def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each key's mean over the rows that have it (groups where a diagnostic is undefined leave it out)."""
+    sums, counts = {}, {}
+    for row in rows:
+        for k, v in row.items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+            counts[k] = counts.get(k, 0) + 1
+    return {k: sums[k] / counts[k] for k in sums}

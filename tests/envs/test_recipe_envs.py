@@ -100,3 +100,15 @@ def test_curriculum_levels_are_checked_when_the_config_loads(tmp_path):
         _cfg(tmp_path, "curriculum.levels=[{max_value: 3}, {max_valu: 30}]")
     with pytest.raises(ValueError, match="start_level / eval_level"):
         _cfg(tmp_path, "curriculum.levels=[{max_value: 3}]", "curriculum.start_level=2")
+
+
+def test_multi_turn_episodes_with_lora(tmp_path, tiny_tokenizer):
+    pytest.importorskip("peft")
+    model = make_model(tiny_tokenizer)
+    summary = train(_cfg(tmp_path, "env.name=retry", "train.steps=2", "model.lora.enabled=true", "model.lora.r=4",
+                         "model.lora.alpha=8"), model=model, tokenizer=tiny_tokenizer, problems=PROBS,
+                    verifier=_parity)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2 and all(r["env/turns"] > 1 for r in rows)
+    assert rows[-1]["logprob_mismatch"] < 1e-3  # the merged sampler copy and the adapters agree on every turn
+    assert "episodes" in summary["eval_after"]["greedy"]

@@ -12,7 +12,7 @@ Wilson intervals, each arm's mean over seeds with a percentile bootstrap interva
 (seed, problem) pairs, and the difference curriculum - fixed with its paired bootstrap
 interval; writes ``<out>/summary.json``. Finished runs are skipped (resumable).
 
-    python benchmarks/curriculum.py --seeds 0 1 2 --steps 12 --threads 2
+    python benchmarks/curriculum.py --seeds 0 1 2 --steps 8 --threads 1
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def boot(a: np.ndarray, reps: int = 4000, seed: int = 0) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=12, help="training steps per run (x 64 completions)")
+    ap.add_argument("--steps", type=int, default=8, help="training steps per run (x 64 completions)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "curriculum_bench")
     args = ap.parse_args()

@@ -1,6 +1,6 @@
 """Live curriculum vs fixed difficulty at an equal rollout budget (issue: environments).
 
-Task: "What is a + b?" at three levels (a, b <= 9, <= 30, <= 99); the hardest level's
+Task: "What is a + b?" at three levels (a, b <= 20, <= 50, <= 99); the hardest level's
 held-out problems are the test. Arms, same seeds, same number of generated completions:
 
 * ``fixed``       trains on the hardest level only;
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVELS = "[{max_value: 9}, {max_value: 30}, {max_value: 99}]"
+LEVELS = "[{max_value: 20, num_train: 300, num_heldout: 64}, {max_value: 50}, {max_value: 99}]"
 BASE = ["task.name=arithmetic", "task.num_train=2000", "task.num_heldout=256", f"curriculum.levels={LEVELS}",
         "rollout.group_size=8", "rollout.max_new_tokens=40", "rollout.temperature=1.0", "rollout.dtype=bfloat16",
         "train.prompts_per_step=8", "train.micro_batch_size=16", "train.lr=3e-5", "train.warmup_steps=2",

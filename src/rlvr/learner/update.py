@@ -107,7 +107,8 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
     was_training = model.training
     model.eval()
     out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
-        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True)[1])
+        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True,
+        chunk_size=cfg.train.logprob_chunk_size)[1])
     model.train(was_training)
     return out
 
@@ -115,7 +116,8 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
 def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
     """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
     return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
-        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature)[0].float())
+        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+        chunk_size=cfg.train.logprob_chunk_size)[0].float())
 
 
 def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
@@ -218,7 +220,8 @@ class PolicyUpdate:
         with self.amp, torch.set_grad_enabled(self.train_policy):
             logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
                                                  cfg.rollout.temperature, with_entropy=True,
-                                                 entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared)
+                                                 entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared,
+                                                 chunk_size=cfg.train.logprob_chunk_size)
         mask = mb.completion_mask[:, start:]
         if epoch == 0:
             self.first_pass(ci, mb, start, logp, mask)
@@ -226,7 +229,7 @@ class PolicyUpdate:
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
                 ref_logp, _ = policy_logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                              cfg.rollout.temperature)
+                                              cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,

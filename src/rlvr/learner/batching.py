@@ -20,7 +20,7 @@ from rlvr.algorithms.logprobs import fused_linear_logprobs
 from rlvr.models.value_head import lm_head_inputs
 from rlvr.types import Batch, Sample
 
-__all__ = ["collate", "policy_logprobs", "chunked_head"]
+__all__ = ["collate", "policy_logprobs", "chunked_head", "pack_rows", "token_budget_chunks", "packed_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -138,4 +138,96 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
             ent = entropy_from_logits(logits.detach())
     if return_hidden:
         return logp, ent, rec.hidden[:, -keep:-1]
+    return logp, ent
+
+
+def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int) -> list[torch.Tensor]:
+    """Split ``rows`` (in order) into micro-batches of at most ``budget`` tokens (``lengths[i]`` for row i).
+
+    A row longer than the budget gets a micro-batch of its own.
+    """
+    chunks, cur, used = [], [], 0
+    for r in rows.tolist():
+        n = int(lengths[r])
+        if cur and used + n > budget:
+            chunks.append(torch.tensor(cur, dtype=torch.long))
+            cur, used = [], 0
+        cur.append(r)
+        used += n
+    if cur:
+        chunks.append(torch.tensor(cur, dtype=torch.long))
+    return chunks
+
+
+def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """Concatenate every row's real tokens into one row, with where each completion token's prediction lands.
+
+    Returns ``(ids [1, L], position_ids [1, L], src [n], rows [n], cols [n])``:
+    the packed row, positions restarting at 0 for every sequence (transformers
+    detects the sequence boundaries from them and keeps attention within a
+    sequence when no attention mask is passed), and for each of the ``n``
+    unpadded target tokens at column ``cols >= start`` of row ``rows`` the packed
+    position ``src`` whose output predicts it.
+    """
+    am = attention_mask.bool()
+    lengths = am.sum(1)
+    ids = input_ids[am][None]  # row-major: row 0's tokens, then row 1's, ...
+    offsets = torch.cumsum(lengths, 0) - lengths
+    first = am.float().argmax(1)  # first real column of every row (left padding)
+    pos = torch.arange(ids.shape[1]) - torch.repeat_interleave(offsets, lengths)
+    tgt = am.clone()
+    tgt[:, :start] = False
+    rows, cols = tgt.nonzero(as_tuple=True)
+    src = offsets[rows] + (cols - first[rows]) - 1
+    return ids, pos[None].to(input_ids.device), src, rows, cols
+
+
+def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
+                    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
+                    return_hidden: bool = False, chunk_size: int = 0):
+    """:func:`policy_logprobs` with the rows packed into one sequence (no padding), unpacked to [B, T - start].
+
+    Same arguments and outputs as :func:`policy_logprobs` (padding positions
+    hold 0), so every loss downstream is unchanged; only real tokens go through
+    the model.  Attention stays within each sequence: position ids restart per
+    sequence and no attention mask is passed, so transformers' masking utilities
+    build the block-diagonal causal mask.
+    """
+    B, T = input_ids.shape
+    K = T - start
+    ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
+    src, rows, cols = src.to(input_ids.device), rows.to(input_ids.device), cols.to(input_ids.device)
+    targets = input_ids[rows, cols]
+    route = chunked_head(model) if chunk_size > 0 else "full logits asked for"
+    if isinstance(route, str) and chunk_size > 0 and route not in _warned:
+        _warned.add(route)
+        warnings.warn(f"train.logprob_chunk_size: {type(model).__name__} cannot use chunked log-probs ({route}); "
+                      "computing full logits instead", stacklevel=2)
+    if not isinstance(route, str):
+        decoder, weight = route
+        hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0, src]
+        logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
+    else:
+        with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
+            out = model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=src)
+        logits = out.logits[0].float()
+        if temperature not in (0.0, 1.0):
+            logits = logits / temperature
+        logp_f = selective_log_softmax(logits, targets)
+        ent_f = None
+        if with_entropy:
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                ent_f = entropy_from_logits(logits if entropy_grad else logits.detach())
+        hidden = rec.hidden[0] if return_hidden else None
+
+    def unpack(x: torch.Tensor) -> torch.Tensor:
+        full = x.new_zeros((B, K) + tuple(x.shape[1:]))
+        return full.index_put((rows, cols - start), x)
+
+    logp = unpack(logp_f)
+    ent = None
+    if ent_f is not None:
+        ent = unpack(ent_f) if entropy_grad else unpack(ent_f.detach())
+    if return_hidden:
+        return logp, ent, unpack(hidden)
     return logp, ent

@@ -1,10 +1,10 @@
 """Peak resident memory of the learner step: full logits vs chunked log-probs (and packing), one process each.
 
 Each variant runs in a fresh subprocess (so high-water marks do not mix): load the
-bundled SmolLM2-135M-Instruct in float32, build AdamW, then run two
-``update_policy`` calls (the first allocates AdamW's state) on a batch shaped like
-``make demo``'s (8 prompts x 8 samples; prompts 60-90 tokens, completions 5-48
-tokens, every advantage non-zero so no row is skipped) with the demo's
+bundled SmolLM2-135M-Instruct in float32, build AdamW, allocate its state (one
+step on zero gradients), then run ``--steps`` ``update_policy`` calls on a batch
+shaped like ``make demo``'s (``--prompts`` x 8 samples, the demo has 8 prompts;
+prompts 48-50 tokens, completions 5-48 tokens, every advantage non-zero so no row is skipped) with the demo's
 ``micro_batch_size`` 16.  It prints the process's peak RSS (``ru_maxrss``), the
 RSS after set-up, and the peak of the step above it, and the ratio of each
 variant's peak against the full-logits path measured in the same invocation.
@@ -36,6 +36,12 @@ VARIANTS = {  # name -> config overrides
     "chunk256": ["train.logprob_chunk_size=256"],
     "chunk1024": ["train.logprob_chunk_size=1024"],
     "chunk256+pack2048": ["train.logprob_chunk_size=256", "train.micro_batch_tokens=2048"],
+    "chunk256+pack1024": ["train.logprob_chunk_size=256", "train.micro_batch_tokens=1024"],
+    "chunk256+ckpt": ["train.logprob_chunk_size=256", "train.activation_checkpointing=true"],
+    "chunk256+pack1024+ckpt": ["train.logprob_chunk_size=256", "train.micro_batch_tokens=1024",
+                               "train.activation_checkpointing=true"],
+    "chunk256+pack1024+ckpt+mmap": ["train.logprob_chunk_size=256", "train.micro_batch_tokens=1024",
+                                    "train.activation_checkpointing=true", "env:MALLOC_MMAP_THRESHOLD_=65536"],
     "full+bf16": ["train.autocast=bfloat16"],
     "chunk256+bf16": ["train.logprob_chunk_size=256", "train.autocast=bfloat16"],
 }
@@ -46,7 +52,9 @@ def _status_mb(key: str) -> float:
 
 
 def demo_batch(tokenizer_pad: int, seed: int = 0, prompts: int = 8, group: int = 8, max_new: int = 48):
-    """A Batch shaped like one demo step: prompt lengths 60-90, completion lengths 5..max_new, random tokens."""
+    """A Batch shaped like one demo step: chat-formatted prompts of 48-50 tokens (the arithmetic task's, measured),
+    completion lengths uniform in 5..max_new (the demo's mean response length moves from ~37 to ~15 over
+    training, with up to half the completions cut at max_new early on), random tokens."""
     import torch
 
     from rlvr.learner.batching import collate
@@ -55,7 +63,7 @@ def demo_batch(tokenizer_pad: int, seed: int = 0, prompts: int = 8, group: int =
     g = torch.Generator().manual_seed(seed)
     samples = []
     for p in range(prompts):
-        plen = int(torch.randint(60, 91, (1,), generator=g))
+        plen = int(torch.randint(48, 51, (1,), generator=g))
         prompt = torch.randint(100, 20000, (plen,), generator=g).tolist()
         for i in range(group):
             c = int(torch.randint(5, max_new + 1, (1,), generator=g))
@@ -65,7 +73,7 @@ def demo_batch(tokenizer_pad: int, seed: int = 0, prompts: int = 8, group: int =
     return collate(samples, adv, tokenizer_pad)
 
 
-def child(overrides: list[str], steps: int) -> None:
+def child(overrides: list[str], steps: int, prompts: int) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -78,7 +86,11 @@ def child(overrides: list[str], steps: int) -> None:
     torch.manual_seed(0)
     model, tok = load_policy(cfg.model.name)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
-    batch = demo_batch(tok.pad_token_id, max_new=cfg.rollout.max_new_tokens)
+    batch = demo_batch(tok.pad_token_id, prompts=prompts, max_new=cfg.rollout.max_new_tokens)
+    for p in model.parameters():  # allocate AdamW's state first, so one step shows the steady-state peak
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
     rest = _status_mb("VmRSS")
     times, m = [], {}
     for _ in range(steps):
@@ -136,7 +148,8 @@ def phases(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", nargs="+", default=["full", "chunk256"], choices=list(VARIANTS))
-    ap.add_argument("--steps", type=int, default=2, help="learner steps per variant (--phases: recipe steps)")
+    ap.add_argument("--steps", type=int, default=1, help="learner steps per variant (--phases: recipe steps)")
+    ap.add_argument("--prompts", type=int, default=8, help="prompts x 8 samples in the batch (the demo: 8)")
     ap.add_argument("--phases", action="store_true", help="per-phase peaks of the demo recipe instead")
     ap.add_argument("--eval-problems", type=int, default=64, help="--phases: held-out problems evaluated")
     ap.add_argument("--set", nargs="*", default=[], help="--phases: extra config overrides")
@@ -144,20 +157,24 @@ def main() -> None:
     ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        return child(args.child, args.steps)
+        return child(args.child, args.steps, args.prompts)
     if args.phases:
         return phases(args)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     res = {}
     for v in args.variants:
-        out = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--child", *VARIANTS[v]],
-                             env=env, capture_output=True, text=True)
+        over = [o for o in VARIANTS[v] if not o.startswith("env:")]
+        venv = dict(env, **dict(o[4:].split("=", 1) for o in VARIANTS[v] if o.startswith("env:")))
+        out = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--prompts", str(args.prompts),
+                              "--child", *over],
+                             env=venv, capture_output=True, text=True)
         if out.returncode:
             print(out.stderr[-3000:])
             raise SystemExit(f"variant {v} failed")
         res[v] = json.loads(out.stdout.strip().splitlines()[-1])
     base = res[args.variants[0]]
-    print(f"demo-shaped learner step, {args.steps} update_policy calls, 1 thread; anchor: {args.variants[0]}")
+    print(f"demo-shaped learner step ({args.prompts} prompts x 8 samples, AdamW state allocated), "
+          f"{args.steps} update_policy call(s), 1 thread; anchor: {args.variants[0]}")
     print(f"{'variant':20s} {'rest MB':>8s} {'peak MB':>8s} {'step peak MB':>13s} {'peak ratio':>11s} "
           f"{'step s (last)':>14s} {'loss':>10s}")
     for v, r in res.items():

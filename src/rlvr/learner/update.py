@@ -22,7 +22,8 @@ from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
 __all__ = ["update_policy", "PolicyUpdate", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
-           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients"]
+           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients",
+           "enable_activation_checkpointing"]
 
 
 def make_scheduler(optimizer, cfg):
@@ -190,6 +191,8 @@ class PolicyUpdate:
         """``algorithm.ppo_epochs`` optimizer steps, each accumulating gradients over every micro-batch."""
         alg, tcfg = self.cfg.algorithm, self.cfg.train
         grad_norm = critic_norm = 0.0
+        if tcfg.activation_checkpointing:
+            enable_activation_checkpointing(self.model)
         self.model.train()
         for epoch in range(alg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -291,6 +294,18 @@ def value_diagnostics(batch: Batch) -> dict[str, float]:
     ev = float(1 - (r - v).var() / var_r) if var_r > 1e-8 else float("nan")
     return {"value_explained_var": ev, "value_pred_mean": float(v.mean()) if v.numel() else 0.0,
             "return_mean": float(r.mean()) if r.numel() else 0.0}
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Turn on transformers' per-layer activation checkpointing (non-reentrant) once; a no-op when already on.
+
+    Only the learner's training-mode passes recompute: HF models skip
+    checkpointing in eval mode, so sampling and the no-grad passes are unaffected.
+    """
+    if getattr(model, "_rlvr_checkpointing", False):
+        return
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model._rlvr_checkpointing = True
 
 
 def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> float:

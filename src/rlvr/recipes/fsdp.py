@@ -73,6 +73,7 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         # packing changes the micro-batch count per rank
         "train.logprob_chunk_size": tcfg.logprob_chunk_size > 0,
         "train.micro_batch_tokens": tcfg.micro_batch_tokens > 0,
+        "train.activation_checkpointing (use distributed.activation_checkpointing)": tcfg.activation_checkpointing,
     }
     from rlvr.algorithms import ADVANTAGE_ESTIMATORS
 

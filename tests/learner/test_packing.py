@@ -77,3 +77,19 @@ def test_update_policy_packed_matches_padded(tiny_tokenizer):
         assert out[0][0][k] == pytest.approx(out[1][0][k], rel=1e-4, abs=1e-6), k
     for p, q in zip(out[0][1], out[1][1]):  # the accumulated (clipped) gradients
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+
+
+def test_activation_checkpointing_same_gradients(tiny_tokenizer):
+    from rlvr.config import load_config
+    from rlvr.learner.update import update_policy
+    from rlvr.recipes.config import RunConfig
+
+    b = collate(_samples(seed=2, n=4), torch.tensor([1.0, -1.0, 0.5, -0.5]), tiny_tokenizer.pad_token_id)
+    grads = []
+    for extra in ([], ["train.activation_checkpointing=true", "train.micro_batch_tokens=16"]):
+        cfg = load_config(RunConfig, None, ["train.micro_batch_size=2", *extra])
+        model = make_model(tiny_tokenizer)
+        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), b, cfg)
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for p, q in zip(*grads):
+        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)

@@ -304,7 +304,10 @@ def enable_activation_checkpointing(model) -> None:
     """
     if getattr(model, "_rlvr_checkpointing", False):
         return
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model._rlvr_checkpointing = True
 
 

@@ -32,6 +32,10 @@ VARIANTS = {
     "packed": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256"],
     "packed-2048": ["train.micro_batch_tokens=2048", "train.logprob_chunk_size=256"],
     "packed-full": ["train.micro_batch_tokens=1024"],
+    "packed-ckpt": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256",
+                    "train.activation_checkpointing=true"],
+    "packed-bf16-ckpt": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256", "train.autocast=bfloat16",
+                         "train.activation_checkpointing=true"],
     "padded-bf16": ["train.micro_batch_size=16", "train.logprob_chunk_size=256", "train.autocast=bfloat16"],
     "packed-bf16": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256", "train.autocast=bfloat16"],
 }

@@ -72,6 +72,9 @@ def main() -> None:
             t0 = time.perf_counter()
             metrics[v] = update_policy(base, opt, batch, cfg)
             times[v].append(time.perf_counter() - t0)
+            if getattr(base, "_rlvr_checkpointing", False):  # the next variant starts without checkpointing
+                (getattr(base, "activation_checkpointing_disable", None) or base.gradient_checkpointing_disable)()
+                base._rlvr_checkpointing = False
     anchor = min(times[args.variants[0]])
     print(f"machine: {platform.machine()}, {args.threads} thread(s), torch {torch.__version__}; "
           f"load average {os.getloadavg()[0]:.2f} at the end")

@@ -114,3 +114,12 @@ def test_config_field_validated():
     assert TrainConfig().logprob_chunk_size == 0 and TrainConfig().micro_batch_tokens == 0
     with pytest.raises(ValueError, match="logprob_chunk_size"):
         TrainConfig(logprob_chunk_size=-1)
+
+
+def test_fsdp_refuses_the_learner_memory_options():
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    for key in ("train.logprob_chunk_size=8", "train.micro_batch_tokens=64", "train.activation_checkpointing=true"):
+        with pytest.raises(Exception, match="does not support: " + key.split("=")[0]):
+            load_config(RunConfig, None, ["distributed.fsdp=true", key])

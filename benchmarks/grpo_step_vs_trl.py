@@ -15,14 +15,18 @@ number of optimizer updates:
 * TRL with gradient checkpointing off (its default is on, which only slows it).
 
 The first step of each is a warm-up and is excluded.  Prints the median seconds
-per step of each and the ratio rlvr / TRL.  Usage::
+per step of each and the ratio rlvr / TRL; ``--precision both`` runs fp32 and
+then bf16 in one invocation (each with its own TRL anchor).  ``--rlvr-set`` adds
+rlvr config overrides (e.g. ``train.logprob_chunk_size=256 train.micro_batch_tokens=1024``).
+Usage::
 
-    python benchmarks/grpo_step_vs_trl.py [--steps 4] [--group 8] [--new-tokens 64]
+    python benchmarks/grpo_step_vs_trl.py [--steps 4] [--group 8] [--new-tokens 64] [--precision fp32|bf16|both]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import tempfile
@@ -89,7 +93,7 @@ def time_rlvr(model_path: str, args) -> list[float]:
             "rollout.ignore_eos=true", "rollout.temperature=1.0", f"train.micro_batch_size={args.group}",
             "train.lr=1e-6", "train.warmup_steps=0", "train.save_every=0", "train.progress=false",
             "eval.before_training=false", "eval.after_training=false", "algorithm.loss_agg=token_mean",
-            f"train.autocast={'bfloat16' if args.precision == 'bf16' else 'none'}"])
+            f"train.autocast={'bfloat16' if args.precision == 'bf16' else 'none'}", *args.rlvr_set])
         train(cfg, model=model, tokenizer=tok, problems=(problems, []),
               verifier=lambda c, r: Verdict(digit_fraction(c), None, "digit fraction"),
               on_step=lambda row: times.append(row["step_time"]))
@@ -102,25 +106,31 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4, help="timed steps per framework (after one warm-up step)")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt")
     ap.add_argument("--new-tokens", type=int, default=64, help="generated tokens per completion")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="learner precision of both")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "both"], default="fp32",
+                    help="learner precision of both frameworks (both: fp32, then bf16)")
+    ap.add_argument("--rlvr-set", nargs="*", default=[], help="extra rlvr config overrides (key=value)")
     args = ap.parse_args()
 
     from rlvr.models import resolve_model_path
 
     path = resolve_model_path(args.model)
-    torch.manual_seed(0)
-    rlvr_times = time_rlvr(path, args)
-    trl_times = time_trl(path, args)
     import trl
 
-    r, t = statistics.median(rlvr_times), statistics.median(trl_times)
+    rows = []
+    for precision in (["fp32", "bf16"] if args.precision == "both" else [args.precision]):
+        args.precision = precision
+        torch.manual_seed(0)
+        rlvr_times = time_rlvr(path, args)
+        trl_times = time_trl(path, args)
+        rows.append((precision, statistics.median(trl_times), statistics.median(rlvr_times), trl_times, rlvr_times))
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"trl {trl.__version__}")
+          f"trl {trl.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
-          f"{args.steps} timed steps, learner precision {args.precision}")
-    print(f"TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
-    print(f"rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)})")
-    print(f"ratio rlvr / TRL: {r / t:.2f}x")
+          f"{args.steps} timed steps; rlvr overrides: {' '.join(args.rlvr_set) or '(none)'}")
+    for precision, t, r, trl_times, rlvr_times in rows:
+        print(f"[{precision}] TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
+        print(f"[{precision}] rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)})")
+        print(f"[{precision}] ratio rlvr / TRL: {r / t:.2f}x")
 
 
 if __name__ == "__main__":

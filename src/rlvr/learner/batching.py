@@ -9,16 +9,18 @@ the LM head on prompt tokens.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 from typing import Sequence
 
 import torch
 
 from rlvr.algorithms import entropy_from_logits, selective_log_softmax
+from rlvr.algorithms.logprobs import fused_linear_logprobs
 from rlvr.models.value_head import lm_head_inputs
 from rlvr.types import Batch, Sample
 
-__all__ = ["collate", "policy_logprobs"]
+__all__ = ["collate", "policy_logprobs", "chunked_head", "pack_rows", "token_budget_chunks", "packed_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -53,9 +55,40 @@ def completion_start(batch: Batch) -> int:
     return int(cols[0]) if len(cols) else batch.input_ids.shape[1]
 
 
+def chunked_head(model) -> tuple[torch.nn.Module, torch.Tensor] | str:
+    """``(decoder, lm_head weight)`` when log-probs can be computed from the last hidden states, else why not.
+
+    The chunked path (:func:`rlvr.algorithms.logprobs.chunked_linear_logprobs`)
+    reproduces ``logits = hidden @ W^T``: it needs a plain bias-free
+    ``nn.Linear`` head and no post-processing of the logits.  Models whose head
+    has a bias, a LoRA adapter on the head itself, or a final logit soft-cap /
+    scale (Gemma 2's ``final_logit_softcapping``, Cohere's ``logit_scale``) are
+    refused: the reason is returned and the caller uses the full-logits path.
+    LoRA adapters elsewhere (peft) are fine: the decoder carries them.
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None or not hasattr(model, "get_decoder"):
+        return f"{type(model).__name__} has no get_output_embeddings()/get_decoder()"
+    if type(head) is not torch.nn.Linear:
+        return f"its LM head is a {type(head).__name__}, not a plain nn.Linear (e.g. LoRA on lm_head)"
+    if head.bias is not None:
+        return "its LM head has a bias"
+    cfg = getattr(model, "config", None)
+    for key in ("final_logit_softcapping", "logit_scale", "output_logits_scaling"):
+        if getattr(cfg, key, None) not in (None, 1.0):
+            return f"its config sets {key}={getattr(cfg, key)!r} (logits are post-processed)"
+    decoder = model.get_decoder()
+    if decoder is None:
+        return "get_decoder() returned None"
+    return decoder, head.weight
+
+
+_warned: set[str] = set()
+
+
 def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
-                    return_hidden: bool = False):
+                    return_hidden: bool = False, chunk_size: int = 0, position_ids: torch.Tensor | None = None):
     """Per-token log p(token_t | tokens_<t) for columns ``start:``, under logits / temperature.
 
     Returns ``(logp [B, T - start], entropy [B, T - start] or None)``; columns
@@ -63,10 +96,37 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ``entropy_grad`` (needed for an entropy bonus).  With ``return_hidden`` a
     third item is the LM head's input at the same positions, [B, T - start, H]
     (in the autograd graph; a shared value head reads it).
+
+    ``chunk_size`` > 0 (``train.logprob_chunk_size``) runs the decoder alone and
+    computes log-probs and entropy from its last hidden states ``chunk_size``
+    tokens at a time (:func:`rlvr.algorithms.logprobs.fused_linear_logprobs`), so
+    no [B, T, V] logits tensor or gradient exists; equal to the full path within
+    float32 rounding, gradients included.  Models the chunked path cannot
+    reproduce (see :func:`chunked_head`) fall back to full logits with a warning.
+    ``position_ids`` default to the attention mask's running count (left padding).
     """
     T = input_ids.shape[1]
     keep = T - start + 1  # logits at positions start-1 .. T-2 predict tokens start .. T-1
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    if position_ids is None:
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    if chunk_size > 0:
+        route = chunked_head(model)
+        if isinstance(route, str):
+            if route not in _warned:
+                _warned.add(route)
+                warnings.warn(f"train.logprob_chunk_size: {type(model).__name__} cannot use chunked log-probs "
+                              f"({route}); computing full logits instead", stacklevel=2)
+        else:
+            decoder, weight = route
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                             use_cache=False).last_hidden_state[:, start - 1:-1]
+            B, K, H = hidden.shape
+            logp, ent = fused_linear_logprobs(hidden.reshape(B * K, H), weight, input_ids[:, start:].reshape(-1),
+                                              temperature, chunk_size, with_entropy)
+            logp = logp.view(B, K)
+            if ent is not None:
+                ent = ent.view(B, K) if entropy_grad else ent.detach().view(B, K)
+            return (logp, ent, hidden) if return_hidden else (logp, ent)
     with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                     use_cache=False, logits_to_keep=keep)
@@ -82,4 +142,96 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
             ent = entropy_from_logits(logits.detach())
     if return_hidden:
         return logp, ent, rec.hidden[:, -keep:-1]
+    return logp, ent
+
+
+def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int) -> list[torch.Tensor]:
+    """Split ``rows`` (in order) into micro-batches of at most ``budget`` tokens (``lengths[i]`` for row i).
+
+    A row longer than the budget gets a micro-batch of its own.
+    """
+    chunks, cur, used = [], [], 0
+    for r in rows.tolist():
+        n = int(lengths[r])
+        if cur and used + n > budget:
+            chunks.append(torch.tensor(cur, dtype=torch.long))
+            cur, used = [], 0
+        cur.append(r)
+        used += n
+    if cur:
+        chunks.append(torch.tensor(cur, dtype=torch.long))
+    return chunks
+
+
+def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """Concatenate every row's real tokens into one row, with where each completion token's prediction lands.
+
+    Returns ``(ids [1, L], position_ids [1, L], src [n], rows [n], cols [n])``:
+    the packed row, positions restarting at 0 for every sequence (transformers
+    detects the sequence boundaries from them and keeps attention within a
+    sequence when no attention mask is passed), and for each of the ``n``
+    unpadded target tokens at column ``cols >= start`` of row ``rows`` the packed
+    position ``src`` whose output predicts it.
+    """
+    am = attention_mask.bool()
+    lengths = am.sum(1)
+    ids = input_ids[am][None]  # row-major: row 0's tokens, then row 1's, ...
+    offsets = torch.cumsum(lengths, 0) - lengths
+    first = am.float().argmax(1)  # first real column of every row (left padding)
+    pos = torch.arange(ids.shape[1]) - torch.repeat_interleave(offsets, lengths)
+    tgt = am.clone()
+    tgt[:, :start] = False
+    rows, cols = tgt.nonzero(as_tuple=True)
+    src = offsets[rows] + (cols - first[rows]) - 1
+    return ids, pos[None].to(input_ids.device), src, rows, cols
+
+
+def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
+                    temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
+                    return_hidden: bool = False, chunk_size: int = 0):
+    """:func:`policy_logprobs` with the rows packed into one sequence (no padding), unpacked to [B, T - start].
+
+    Same arguments and outputs as :func:`policy_logprobs` (padding positions
+    hold 0), so every loss downstream is unchanged; only real tokens go through
+    the model.  Attention stays within each sequence: position ids restart per
+    sequence and no attention mask is passed, so transformers' masking utilities
+    build the block-diagonal causal mask.
+    """
+    B, T = input_ids.shape
+    K = T - start
+    ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
+    src, rows, cols = src.to(input_ids.device), rows.to(input_ids.device), cols.to(input_ids.device)
+    targets = input_ids[rows, cols]
+    route = chunked_head(model) if chunk_size > 0 else "full logits asked for"
+    if isinstance(route, str) and chunk_size > 0 and route not in _warned:
+        _warned.add(route)
+        warnings.warn(f"train.logprob_chunk_size: {type(model).__name__} cannot use chunked log-probs ({route}); "
+                      "computing full logits instead", stacklevel=2)
+    if not isinstance(route, str):
+        decoder, weight = route
+        hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0, src]
+        logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
+    else:
+        with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
+            out = model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=src)
+        logits = out.logits[0].float()
+        if temperature not in (0.0, 1.0):
+            logits = logits / temperature
+        logp_f = selective_log_softmax(logits, targets)
+        ent_f = None
+        if with_entropy:
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                ent_f = entropy_from_logits(logits if entropy_grad else logits.detach())
+        hidden = rec.hidden[0] if return_hidden else None
+
+    def unpack(x: torch.Tensor) -> torch.Tensor:
+        full = x.new_zeros((B, K) + tuple(x.shape[1:]))
+        return full.index_put((rows, cols - start), x)
+
+    logp = unpack(logp_f)
+    ent = None
+    if ent_f is not None:
+        ent = unpack(ent_f) if entropy_grad else unpack(ent_f.detach())
+    if return_hidden:
+        return logp, ent, unpack(hidden)
     return logp, ent

@@ -17,12 +17,13 @@ import torch
 
 from rlvr.algorithms import grpo_loss, value_loss
 from rlvr.algorithms.importance import is_correction_weights
-from rlvr.learner.batching import completion_start, policy_logprobs
+from rlvr.learner.batching import completion_start, packed_logprobs, policy_logprobs, token_budget_chunks
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
 __all__ = ["update_policy", "PolicyUpdate", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
-           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients"]
+           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients",
+           "enable_activation_checkpointing"]
 
 
 def make_scheduler(optimizer, cfg):
@@ -107,7 +108,8 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
     was_training = model.training
     model.eval()
     out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
-        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True)[1])
+        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True,
+        chunk_size=cfg.train.logprob_chunk_size)[1])
     model.train(was_training)
     return out
 
@@ -115,7 +117,8 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
 def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
     """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
     return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
-        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature)[0].float())
+        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+        chunk_size=cfg.train.logprob_chunk_size)[0].float())
 
 
 def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
@@ -165,7 +168,11 @@ class PolicyUpdate:
             nonzero = batch.advantages != 0
             rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
         self.rows = rows
-        self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+        if tcfg.micro_batch_tokens > 0:  # packed micro-batches filled to a token budget
+            self.chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens)
+        else:
+            self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+        self.packed = tcfg.micro_batch_tokens > 0
         self.n_passes, self.grad_scale = len(self.chunks), 1.0
         if dp is not None:  # global normalisers, and the largest pass count of any rank
             self.total_tokens, self.B, self.n_passes = dp.global_sizes(float(batch.completion_mask.sum()), self.B,
@@ -184,6 +191,8 @@ class PolicyUpdate:
         """``algorithm.ppo_epochs`` optimizer steps, each accumulating gradients over every micro-batch."""
         alg, tcfg = self.cfg.algorithm, self.cfg.train
         grad_norm = critic_norm = 0.0
+        if tcfg.activation_checkpointing:
+            enable_activation_checkpointing(self.model)
         self.model.train()
         for epoch in range(alg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -216,17 +225,18 @@ class PolicyUpdate:
         chunk = self.chunks[ci]
         mb, start = sub_batch(self.batch, chunk, self.device)
         with self.amp, torch.set_grad_enabled(self.train_policy):
-            logp, ent, *hidden = policy_logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                                 cfg.rollout.temperature, with_entropy=True,
-                                                 entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared)
+            logprobs = packed_logprobs if self.packed else policy_logprobs
+            logp, ent, *hidden = logprobs(model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+                                          with_entropy=True, entropy_grad=alg.entropy_coef > 0,
+                                          return_hidden=self.shared, chunk_size=cfg.train.logprob_chunk_size)
         mask = mb.completion_mask[:, start:]
         if epoch == 0:
             self.first_pass(ci, mb, start, logp, mask)
         ref_logp = None
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
-                ref_logp, _ = policy_logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                              cfg.rollout.temperature)
+                ref_logp, _ = logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
+                                       cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
@@ -284,6 +294,21 @@ def value_diagnostics(batch: Batch) -> dict[str, float]:
     ev = float(1 - (r - v).var() / var_r) if var_r > 1e-8 else float("nan")
     return {"value_explained_var": ev, "value_pred_mean": float(v.mean()) if v.numel() else 0.0,
             "return_mean": float(r.mean()) if r.numel() else 0.0}
+
+
+def enable_activation_checkpointing(model) -> None:
+    """Turn on transformers' per-layer activation checkpointing (non-reentrant) once; a no-op when already on.
+
+    Only the learner's training-mode passes recompute: HF models skip
+    checkpointing in eval mode, so sampling and the no-grad passes are unaffected.
+    """
+    if getattr(model, "_rlvr_checkpointing", False):
+        return
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model._rlvr_checkpointing = True
 
 
 def clip_gradients(params: list[torch.nn.Parameter], max_norm: float) -> float:

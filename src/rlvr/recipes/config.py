@@ -254,6 +254,19 @@ class TrainConfig(ConfigModel):
                                  "learner (needs algorithm.is_correction; 0: synchronous)")
     rollout_worker: bool = option(False, "sample in a separate generator process even when async_steps is 0 "
                                          "(on-policy; the baseline of benchmarks/async_rollouts.py)")
+    logprob_chunk_size: int = option(0, "learner log-probs/entropy from the last hidden states this many tokens "
+                                        "at a time, never holding [batch, length, vocab] logits (0: full logits)")
+    micro_batch_tokens: int = option(0, "learner micro-batches filled up to this many tokens with sequences packed "
+                                        "into one row instead of padded (0: micro_batch_size rows, padded)")
+
+    activation_checkpointing: bool = option(False, "recompute each decoder layer's activations in the learner's "
+                                                   "backward instead of storing them (less memory, ~30% more compute)")
+
+    def check(self) -> None:
+        if self.logprob_chunk_size < 0 or self.micro_batch_tokens < 0:
+            raise ValueError("train.logprob_chunk_size and train.micro_batch_tokens must be >= 0")
+        if self.micro_batch_size < 1:
+            raise ValueError("train.micro_batch_size must be >= 1")
 
 
 class EvalConfig(ConfigModel):

@@ -69,6 +69,11 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
         "eval.every": bool(cfg.eval.every),
+        # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
+        # packing changes the micro-batch count per rank
+        "train.logprob_chunk_size": tcfg.logprob_chunk_size > 0,
+        "train.micro_batch_tokens": tcfg.micro_batch_tokens > 0,
+        "train.activation_checkpointing (use distributed.activation_checkpointing)": tcfg.activation_checkpointing,
     }
     from rlvr.algorithms import ADVANTAGE_ESTIMATORS
 

@@ -11,7 +11,7 @@ from conftest import make_model, make_tokenizer
 from rlvr.engines import SamplingParams
 from rlvr.engines.hf import HFEngine
 from rlvr.envs import Environment, EpisodeState, Limits, Reply, SingleTurnEnvironment
-from rlvr.learner.batching import collate, completion_start, policy_logprobs
+from rlvr.learner.batching import collate, completion_start, packed_logprobs, policy_logprobs
 from rlvr.rollout.episodes import episode_metrics, run_episodes
 from rlvr.types import Problem, Verdict
 
@@ -99,6 +99,12 @@ def test_learner_ids_equal_sampled_ids_across_turns(role):
     m = batch.completion_mask[:, P:].bool()
     assert m.sum() > 0
     torch.testing.assert_close(logp[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
+    # the same through the chunked LM head and through packed rows (train.logprob_chunk_size, micro_batch_tokens)
+    with torch.no_grad():
+        chunked, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, P, chunk_size=5)
+        packed, _ = packed_logprobs(model, batch.input_ids, batch.attention_mask, P, chunk_size=5)
+    torch.testing.assert_close(chunked[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
+    torch.testing.assert_close(packed[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
 
 
 def test_message_observation_is_rendered_by_the_chat_template():

@@ -113,6 +113,8 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
             cont.append((ep, obs))
         if not cont:
             break
+        # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
+        # this turn for all of them (episodes are never cut below it, only sooner than their own budget)
         room = min(turn_params.max_new_tokens, min(budget - len(ep.sample.completion_ids) for ep, _ in cont))
         step_params = dataclasses.replace(turn_params, n=1, max_new_tokens=max(1, room))
         outs = engine.generate([ep.start for ep, _ in cont], step_params,
@@ -142,8 +144,8 @@ def _account(ep: Episode, reply: Reply) -> None:
 
 
 def _finish(ep: Episode, reply: Reply, end: str) -> None:
-    if reply is not None and reply.verdict is not None and end != "done":
-        ep.reward += float(reply.reward)
+    if end != "done":  # the runner ended it: the environment's close() reply is one more (final) turn reward
+        _account(ep, reply)
     ep.verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
     ep.done = True
     ep.sample.info["end"] = end

@@ -134,11 +134,7 @@ def test_single_turn_environment_is_the_plain_sampling_path():
     for ga, gb in zip(plain, episodes):
         for a, b in zip(ga, gb):
             assert (a.completion_ids, a.logprobs, a.text, b.mask) == (b.completion_ids, b.logprobs, b.text, None)
-            assert b.info["turns"] == 1 and b.info["reward"] == float(ref_in(a.text, b))
-
-
-def ref_in(text, sample):
-    return sample.info["verdict"].correct
+            assert b.info["turns"] == 1 and b.info["reward"] == float(b.info["verdict"].correct)
 
 
 def test_limits_end_episodes_max_turns_and_tokens():

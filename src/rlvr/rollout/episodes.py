@@ -43,7 +43,6 @@ class Episode:
     sample: Sample
     reward: float = 0.0
     verdict: Verdict | None = None
-    done: bool = False
     counts: Counter = field(default_factory=Counter)
 
 
@@ -94,7 +93,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     open_eps = [ep for row in episodes for ep in row]
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
-        cont: list[tuple[Episode, list[int]]] = []
+        cont: list[Episode] = []
         for ep in open_eps:
             reply = _safe_step(env, ep.state, last_texts[id(ep)])
             ep.state.turn += 1
@@ -110,17 +109,17 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
                 _finish(ep, env.close(ep.state, f"max_total_tokens={budget} reached"), "max_total_tokens")
                 continue
             _append(ep.sample, obs, model=False)
-            cont.append((ep, obs))
+            cont.append(ep)
         if not cont:
             break
         # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
         # this turn for all of them (episodes are never cut below it, only sooner than their own budget)
-        room = min(turn_params.max_new_tokens, min(budget - len(ep.sample.completion_ids) for ep, _ in cont))
+        room = min(turn_params.max_new_tokens, min(budget - len(ep.sample.completion_ids) for ep in cont))
         step_params = dataclasses.replace(turn_params, n=1, max_new_tokens=max(1, room))
-        outs = engine.generate([ep.start for ep, _ in cont], step_params,
-                               prefixes=[list(ep.sample.completion_ids) for ep, _ in cont])
+        outs = engine.generate([ep.start for ep in cont], step_params,
+                               prefixes=[list(ep.sample.completion_ids) for ep in cont])
         open_eps = []
-        for (ep, _), (s,) in zip(cont, outs):
+        for ep, (s,) in zip(cont, outs):
             _append(ep.sample, s.completion_ids, model=True, logprobs=s.logprobs)
             ep.sample.finish_reason = s.finish_reason
             ep.sample.info["turn_ends"].append(len(ep.sample.completion_ids))
@@ -147,7 +146,6 @@ def _finish(ep: Episode, reply: Reply, end: str) -> None:
     if end != "done":  # the runner ended it: the environment's close() reply is one more (final) turn reward
         _account(ep, reply)
     ep.verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
-    ep.done = True
     ep.sample.info["end"] = end
 
 

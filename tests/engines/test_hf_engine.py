@@ -166,3 +166,70 @@ def test_bf16_sampler_copy_follows_the_learner(tiny_model, tiny_tokenizer):
     s = engine.generate(PROBLEMS[:1], greedy)[0][0]
     ref = _teacher_forced_logprobs(tiny_model, s.prompt_ids, s.completion_ids)
     assert torch.allclose(torch.tensor(s.logprobs), ref, atol=0.1)
+
+
+def _count_fed_tokens(model):
+    """Wrap ``model.forward`` to count the input positions it is fed (padding included)."""
+    fed = []
+    real = model.forward
+
+    def forward(*a, **kw):
+        fed.append(kw["input_ids"].numel())
+        return real(*a, **kw)
+
+    model.forward = forward
+    return fed
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_prefix_cache_continues_without_recomputing_the_prefix(tiny_model, tiny_tokenizer, temperature):
+    """Turn 2 of an episode: the trajectory so far (turn 1 + an observation) is the prefix.  With the cache the
+    model is fed only the observation, and the continuation's tokens and log-probs match an uncached run."""
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=8)
+    params = SamplingParams(n=2, max_new_tokens=10, temperature=temperature, seed=5)
+    obs = tiny_tokenizer.encode(" result 42 ", add_special_tokens=False)
+    cache = engine.prefix_cache()
+    turn1 = engine.generate(PROBLEMS, params, cache=cache)
+    assert cache.nbytes > 0 and len(cache.entries) == sum(len({tuple(s.completion_ids) for s in g}) for g in turn1)
+    problems = [p for p, g in zip(PROBLEMS, turn1) for _ in g]
+    prefixes = [s.completion_ids + obs for g in turn1 for s in g]
+    cont = SamplingParams(n=1, max_new_tokens=6, temperature=temperature, seed=9)
+    fed = _count_fed_tokens(tiny_model)
+    with_cache = engine.generate(problems, cont, prefixes=prefixes, cache=cache)
+    prefill_cached = fed[0]
+    fed.clear()
+    without = engine.generate(problems, cont, prefixes=prefixes)
+    prefill_full = fed[0]
+    del tiny_model.forward
+    # only the last sampled token of turn 1 and the observation are fed (padded to the longest)
+    assert prefill_cached == len(problems) * (len(obs) + 1)
+    assert prefill_full >= len(problems) * (len(format_prompt(tiny_tokenizer, PROBLEMS[0])) + len(obs) + 1)
+    assert cache.reused_tokens == sum(len(s.prompt_ids) + len(s.completion_ids) - 1 for g in turn1 for s in g)
+    for (a,), (b,) in zip(with_cache, without):
+        assert a.prompt_ids == b.prompt_ids
+        if temperature == 0:
+            assert a.completion_ids == b.completion_ids
+        if a.completion_ids == b.completion_ids:
+            torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=0)
+        ref = _teacher_forced_logprobs(tiny_model, a.prompt_ids, a.completion_ids, temperature=temperature or 1.0)
+        if temperature:
+            assert torch.allclose(torch.tensor(a.logprobs), ref, atol=1e-4)
+    # the consumed entries are gone; the cache now holds this turn's rows only
+    assert set(cache.entries) == {tuple(a.prompt_ids + a.completion_ids[:-1]) for (a,) in with_cache}
+
+
+def test_prefix_cache_cap_and_ended_rows(tiny_model, tiny_tokenizer):
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=8, cache_bytes=1)
+    params = SamplingParams(n=1, max_new_tokens=4, temperature=0.0)
+    cache = engine.prefix_cache()
+    turn1 = engine.generate(PROBLEMS, params, cache=cache)
+    assert cache.entries == {} and cache.skipped == len(PROBLEMS)  # nothing fits: the next turn is fed in full
+    again = engine.generate(PROBLEMS, params, prefixes=[g[0].completion_ids for g in turn1], cache=cache)
+    assert cache.reused_tokens == 0 and all(len(g[0].completion_ids) >= 1 for g in again)
+    # rows the next call does not continue (ended episodes) are dropped at its end
+    big = HFEngine(tiny_model, tiny_tokenizer, batch_size=8)
+    cache = big.prefix_cache()
+    turn1 = big.generate(PROBLEMS, params, cache=cache)
+    big.generate(PROBLEMS[:1], params, prefixes=[turn1[0][0].completion_ids], cache=cache)
+    assert len(cache.entries) == 1 and next(iter(cache.entries))[: len(turn1[0][0].prompt_ids)] == tuple(
+        turn1[0][0].prompt_ids)

@@ -64,8 +64,8 @@ def test_bundled_tokenizer_ids_and_logprobs_survive_turns(smol_tokenizer, role):
     calls = []
     real = eng.generate
 
-    def recording(problems, params, prefixes=None):
-        out = real(problems, params, prefixes=prefixes)
+    def recording(problems, params, prefixes=None, **kw):  # kw: the KV prefix cache, so later turns reuse it
+        out = real(problems, params, prefixes=prefixes, **kw)
         calls.append(copy.deepcopy(out))
         return out
 

@@ -31,16 +31,19 @@ class Scripted(Environment):
 
 
 class Recording:
-    """An engine proxy that records every sampled turn's ids and log-probs."""
+    """An engine proxy that records every sampled turn's ids and log-probs (``cache=False`` hides the KV prefix
+    cache, so every turn re-feeds the whole trajectory)."""
 
-    def __init__(self, engine):
-        self.engine, self.calls = engine, []
+    def __init__(self, engine, cache: bool = True):
+        self.engine, self.calls, self.use_cache = engine, [], cache
 
     def __getattr__(self, name):
+        if name == "prefix_cache" and not self.use_cache:
+            raise AttributeError(name)
         return getattr(self.engine, name)
 
-    def generate(self, problems, params, prefixes=None):
-        groups = self.engine.generate(problems, params, prefixes=prefixes)
+    def generate(self, problems, params, prefixes=None, **kw):
+        groups = self.engine.generate(problems, params, prefixes=prefixes, **kw)
         self.calls.append((copy.deepcopy(prefixes), copy.deepcopy(groups)))
         return groups
 
@@ -56,11 +59,11 @@ def _problems(k=3):
     return [Problem(f"p{i}", prompt=f"What is {i}+{i}?", answer=str(2 * i)) for i in range(k)]
 
 
-@pytest.mark.parametrize("role", ["inline", "user", "tool"])
-def test_learner_ids_equal_sampled_ids_across_turns(role):
+@pytest.mark.parametrize("role,cache", [("inline", True), ("user", True), ("tool", True), ("user", False)])
+def test_learner_ids_equal_sampled_ids_across_turns(role, cache):
     tok = make_tokenizer()
     model, eng = _engine(tok)
-    rec = Recording(eng)
+    rec = Recording(eng, cache=cache)
     params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0)
     groups = run_episodes(rec, Scripted(3, role), _problems(), params)
     samples = [s for g in groups for s in g]

@@ -9,6 +9,10 @@ so short answers stop costing compute, and we append to a pre-allocated KV cache
 
     prefill(unique prompts) -> repeat cache n times -> for each step:
         logits / T -> (top-p) -> sample -> log-prob -> append -> drop finished rows
+
+Multi-turn episodes pass a ``kv_cache.PrefixCache``: each finished row's keys and
+values are kept, and the next turn (whose prompt is the trajectory so far) feeds
+the model only the environment's tokens and what follows, not the whole prefix.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Sequence
 import torch
 
 from rlvr.engines.base import SamplingParams
-from rlvr.engines.kv_cache import PreallocatedCache
+from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes
 from rlvr.types import Problem, Sample
 
 __all__ = ["HFEngine", "format_prompt", "with_prefixes", "sample_categorical", "sampler_dtype"]
@@ -101,10 +105,12 @@ class HFEngine:
             adapters merged (``W + (alpha/r) B A``, refreshed by ``sync_weights``) rather
             than through the adapter branches.  A LoRA model with ``dtype`` set is
             always merged into the copy.
+        cache_bytes: the most memory a :meth:`prefix_cache` may hold (rows beyond it
+            are recomputed at their next turn).
     """
 
     def __init__(self, model, tokenizer, *, batch_size: int = 64, system_prompt: str | None = None,
-                 dtype: torch.dtype | None = None, merge_lora: bool = True):
+                 dtype: torch.dtype | None = None, merge_lora: bool = True, cache_bytes: int = 1 << 30):
         self.model = model
         self._lora_merged = False
         from rlvr.models.lora import is_lora_model
@@ -120,6 +126,7 @@ class HFEngine:
             self.model = frozen_copy(model, dtype)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.cache_bytes = cache_bytes
         self.system_prompt = system_prompt
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(0)
@@ -145,16 +152,26 @@ class HFEngine:
                 dst.copy_(src)
 
     # ------------------------------------------------------------------ public
+    def prefix_cache(self) -> PrefixCache:
+        """A cache for continuing sequences across calls (``generate(..., cache=)``), capped at ``cache_bytes``."""
+        return PrefixCache(self.cache_bytes)
+
     @torch.inference_mode()
     def generate(self, problems: Sequence[Problem], params: SamplingParams,
-                 prefixes: Sequence[Sequence[int] | str] | None = None) -> list[list[Sample]]:
+                 prefixes: Sequence[Sequence[int] | str] | None = None,
+                 cache: PrefixCache | None = None) -> list[list[Sample]]:
         """``params.n`` samples per problem.
 
         ``prefixes`` (optional, one per problem): the beginning of the assistant's
         answer, as token ids or as text (encoded without special tokens), appended
         after the chat prompt so that sampling *continues* it (step-level search
-        uses this).  Each sample's ``prompt_ids`` then ends with the prefix and its
-        completion holds only the new tokens.
+        and multi-turn episodes use this).  Each sample's ``prompt_ids`` then ends
+        with the prefix and its completion holds only the new tokens.
+
+        ``cache`` (optional, from :meth:`prefix_cache`): reuse the keys and values of
+        any stored prefix of a prompt instead of recomputing them, and store every
+        row's for the next call.  Log-probs agree with an uncached call to float
+        rounding (the padding layout differs).
         """
         if params.seed is not None:
             self.generator.manual_seed(params.seed)
@@ -162,6 +179,8 @@ class HFEngine:
         if prefixes is not None:
             prompts = with_prefixes(self.tokenizer, prompts, prefixes)
         out: list[list[Sample]] = [[] for _ in problems]
+        if cache is not None:
+            cache.begin_call()
         # Chunk by prompts so that each chunk decodes at most batch_size rows.
         per_chunk = max(1, self.batch_size // params.n)
         was_training = self.model.training
@@ -169,13 +188,15 @@ class HFEngine:
         try:
             for start in range(0, len(problems), per_chunk):
                 idx = list(range(start, min(start + per_chunk, len(problems))))
-                rows = self._generate_chunk([prompts[i] for i in idx], params)
+                rows = self._generate_chunk([prompts[i] for i in idx], params, cache)
                 for j, i in enumerate(idx):
                     for g in range(params.n):
                         ids, lps, reason = rows[j * params.n + g]
                         out[i].append(self._to_sample(problems[i].id, prompts[i], ids, lps, reason, g, params))
         finally:
             self.model.train(was_training)
+            if cache is not None:
+                cache.end_call()
         return out
 
     # ----------------------------------------------------------------- private
@@ -191,21 +212,43 @@ class HFEngine:
         tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=True)
         return any(s in tail for s in stop)
 
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams):
-        model, n = self.model, params.n
-        device = next(model.parameters()).device
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding
-            input_ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    def _prefill(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None):
+        """Run the prompts (left-padded) through the model; with ``store``, only what follows a stored prefix.
 
-        cache = PreallocatedCache(model.config.get_text_config().num_hidden_layers, width + params.max_new_tokens)
+        Row ``i`` is laid out as ``[pad | stored prefix | pad | rest of prompt]``: the
+        attention mask hides the pads and the position ids count only real tokens.
+        """
+        model = self.model
+        device = next(model.parameters()).device
+        layers = model.config.get_text_config().num_hidden_layers
+        found = [store.lookup(p) for p in prompts] if store is not None else [(0, None)] * len(prompts)
+        lengths = [n for n, _ in found]
+        rests = [p[n:] for p, (n, _) in zip(prompts, found)]
+        if store is not None:
+            store.reused_tokens += sum(lengths)
+            store.fed_tokens += sum(len(r) for r in rests)
+        past, width = max(lengths), max(len(r) for r in rests)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), past + width), dtype=torch.long)
+        for i, r in enumerate(rests):
+            input_ids[i, width - len(r):] = torch.tensor(r)
+            mask[i, past - lengths[i]: past] = 1
+            mask[i, past + width - len(r):] = 1
+        input_ids, mask = input_ids.to(device), mask.to(device)
+        position_ids = ((mask.cumsum(-1) - 1).clamp(min=0))[:, past:]
+        capacity = past + width + params.max_new_tokens
+        if past:
+            cache = cache_from_prefixes(layers, capacity, [kv for _, kv in found], lengths, past)
+        else:
+            cache = PreallocatedCache(layers, capacity)
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
                     past_key_values=cache, logits_to_keep=1)
+        return out, mask, position_ids
+
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None):
+        model, n = self.model, params.n
+        device = next(model.parameters()).device
+        out, mask, position_ids = self._prefill(prompts, params, store)
         cache = out.past_key_values
         logits = out.logits[:, -1, :].float()
         if n > 1:  # share the prefill across the group
@@ -245,9 +288,14 @@ class HFEngine:
                 else:
                     keep.append(r)
             if not keep or step == params.max_new_tokens - 1:
+                if store is not None:
+                    self._store_rows(store, cache, mask, active, range(len(active)), prompts, n, tokens)
                 break
             tok = tok.to(device)
             if len(keep) < len(active):  # drop finished rows from the batch and the cache
+                if store is not None:
+                    done = sorted(set(range(len(active))) - set(keep))
+                    self._store_rows(store, cache, mask, active, done, prompts, n, tokens)
                 keep_t = torch.tensor(keep, device=device)
                 cache.batch_select_indices(keep_t)
                 active, tok, mask, next_pos = active[keep_t.cpu()], tok[keep_t], mask[keep_t], next_pos[keep_t]
@@ -258,4 +306,16 @@ class HFEngine:
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + 1
         return list(zip(tokens, logps, reasons))
+
+    @staticmethod
+    def _store_rows(store: PrefixCache, cache, mask, active, rows, prompts, n, tokens) -> None:
+        """Keep the keys and values of batch rows ``rows`` (the prompt and every sampled token fed so far)."""
+        for r in rows:
+            orig = int(active[r])
+            keep = mask[r].bool()
+            kv = [(layer.keys[r][:, keep].clone(), layer.values[r][:, keep].clone()) for layer in cache.layers]
+            ids = prompts[orig // n] + tokens[orig][:-1]
+            if kv[0][0].shape[1] != len(ids):  # never expected: a layout bug must not poison the next turn
+                raise RuntimeError(f"prefix cache: {kv[0][0].shape[1]} cached positions for {len(ids)} tokens")
+            store.store(ids, kv)
 

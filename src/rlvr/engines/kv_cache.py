@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-__all__ = ["PreallocatedCache"]
+__all__ = ["PreallocatedCache", "PrefixCache", "cache_from_prefixes"]
 
 
 class _PreallocatedLayer(DynamicLayer):
@@ -76,3 +76,105 @@ class PreallocatedCache(DynamicCache):
 
     def __init__(self, num_layers: int, capacity: int):
         Cache.__init__(self, layers=[_PreallocatedLayer(capacity) for _ in range(num_layers)])
+
+
+class PrefixCache:
+    """Keys and values of token sequences an engine has already run, for continuing them.
+
+    A multi-turn episode re-enters the sampler with its whole trajectory as the
+    prompt.  ``HFEngine.generate(..., cache=...)`` looks each prompt up here, feeds
+    the model only the tokens after the longest stored prefix, and stores every
+    row's keys and values when it finishes (the prompt and every sampled token but
+    the last, which was never fed).  An entry is consumed when a longer sequence
+    continues it, and at its end a call drops the entries of earlier calls it did
+    not continue (their episodes ended), so between calls the cache holds one turn's rows.  ``max_bytes``
+    caps it: a row that does not fit is not stored and its next turn is prefilled
+    in full.  A cache belongs to one set of weights: make a new one per rollout.
+    """
+
+    def __init__(self, max_bytes: int = 1 << 30):
+        self.max_bytes = max_bytes
+        self.entries: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._born: dict[tuple[int, ...], int] = {}
+        self._taken: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.nbytes = 0
+        self.calls = 0
+        self.reused_tokens = 0
+        self.fed_tokens = 0
+        self.skipped = 0
+
+    @staticmethod
+    def _size(kv) -> int:
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+    def begin_call(self) -> None:
+        """Start a ``generate`` call."""
+        self.calls += 1
+
+    def end_call(self) -> None:
+        """End a ``generate`` call: forget the entries it consumed and those it did not (their rows ended)."""
+        self._taken.clear()
+        for key in [k for k, born in self._born.items() if born < self.calls]:
+            self._drop(key)
+
+    def lookup(self, ids: list[int]):
+        """``(length, per-layer (k, v) of shape [heads, length, dim])`` for the longest stored prefix of ``ids``
+        shorter than ``ids`` (its last token must be fed to get the next logits), or ``(0, None)``.
+
+        The entry is consumed, but stays available to the other rows of the same call
+        (the rows of a greedy group are often identical)."""
+        best = None
+        for table in (self.entries, self._taken):
+            for key in table:
+                if len(key) < len(ids) and (best is None or len(key) > len(best)) and tuple(ids[: len(key)]) == key:
+                    best = key
+        if best is None:
+            return 0, None
+        if best in self.entries:
+            self._taken[best] = self.entries[best]
+            self._drop(best)
+        return len(best), self._taken[best]
+
+    def store(self, ids: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
+        """Keep ``kv`` (per layer, ``[heads, len(ids), dim]``) for ``ids``; False if it would exceed ``max_bytes``."""
+        size = self._size(kv)
+        key = tuple(ids)
+        if key in self.entries:
+            self._drop(key)
+        if self.nbytes + size > self.max_bytes:
+            self.skipped += 1
+            return False
+        self.entries[key], self._born[key] = kv, self.calls
+        self.nbytes += size
+        return True
+
+    def _drop(self, key) -> None:
+        self.nbytes -= self._size(self.entries.pop(key))
+        self._born.pop(key, None)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._taken.clear()
+        self._born.clear()
+        self.nbytes = 0
+
+
+def cache_from_prefixes(num_layers: int, capacity: int, prefixes: list, lengths: list[int], width: int) -> PreallocatedCache:
+    """A ``PreallocatedCache`` holding each row's stored prefix right-aligned in ``width`` positions.
+
+    ``prefixes[i]`` is ``None`` or the per-layer ``(k, v)`` of ``[heads, lengths[i], dim]``; empty
+    positions are zeros (the caller's attention mask hides them).
+    """
+    cache = PreallocatedCache(num_layers, capacity)
+    sample = next(p for p in prefixes if p is not None)
+    for layer_idx, layer in enumerate(cache.layers):
+        k0, v0 = sample[layer_idx]
+        b = len(prefixes)
+        k = k0.new_zeros((b, k0.shape[0], width, k0.shape[-1]))
+        v = v0.new_zeros((b, v0.shape[0], width, v0.shape[-1]))
+        for i, p in enumerate(prefixes):
+            if p is not None and lengths[i]:
+                k[i, :, width - lengths[i]:] = p[layer_idx][0]
+                v[i, :, width - lengths[i]:] = p[layer_idx][1]
+        layer.update(k, v)
+    return cache

@@ -12,6 +12,9 @@ All episodes of a call advance together: the first turn samples ``n`` episodes p
 problem with one ``engine.generate`` call (for a single-turn environment this *is*
 the plain sampling path, bit for bit); every later turn continues all open
 episodes with one more call, passing each trajectory as token-id ``prefixes``.
+An engine with a ``prefix_cache()`` (the HF engine) keeps each row's keys and
+values between turns, so a later turn feeds the model only the environment's
+tokens, not the whole trajectory again.
 Limits (turns, total tokens) end an episode with :meth:`Environment.close` (a
 turn cut off at ``max_new_tokens`` is still the environment's to answer); an
 environment that raises ends that episode with reward 0 and the error as reason.
@@ -81,7 +84,11 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
                                       max_new_tokens=min(params.max_new_tokens, budget))
     states = [env.reset(p) for p in problems]
     starts = [_start_problem(s) if not env.single_turn else p for s, p in zip(states, problems)]
-    groups = engine.generate(starts, turn_params)
+    # engines that can continue a sequence without recomputing it (HF: a KV prefix cache) keep every row's
+    # keys and values for the next turn; the cache lives for this call only (the weights change after it)
+    cache = engine.prefix_cache() if not env.single_turn and hasattr(engine, "prefix_cache") else None
+    extra = {"cache": cache} if cache is not None else {}
+    groups = engine.generate(starts, turn_params, **extra)
     episodes: list[list[Episode]] = []
     for i, group in enumerate(groups):
         row = []
@@ -117,7 +124,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
         room = min(turn_params.max_new_tokens, min(budget - len(ep.sample.completion_ids) for ep in cont))
         step_params = dataclasses.replace(turn_params, n=1, max_new_tokens=max(1, room))
         outs = engine.generate([ep.start for ep in cont], step_params,
-                               prefixes=[list(ep.sample.completion_ids) for ep in cont])
+                               prefixes=[list(ep.sample.completion_ids) for ep in cont], **extra)
         open_eps = []
         for ep, (s,) in zip(cont, outs):
             _append(ep.sample, s.completion_ids, model=True, logprobs=s.logprobs)
@@ -125,6 +132,10 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
             ep.sample.info["turn_ends"].append(len(ep.sample.completion_ids))
             last_texts[id(ep)] = s.text
             open_eps.append(ep)
+    if cache is not None:
+        log.debug("prefix cache: %d tokens reused, %d fed, %d rows not stored", cache.reused_tokens,
+                  cache.fed_tokens, cache.skipped)
+        cache.clear()
     for row in episodes:
         for ep in row:
             _seal(ep, tokenizer)

@@ -155,6 +155,15 @@ def test_hint_lengths_are_token_counts_cut_at_token_boundaries():
     assert hint_lengths(1, [0.5]) == []
 
 
+def test_the_difficulty_filter_sees_the_policys_own_pass_rate():
+    from rlvr.algorithms.sampling import DifficultyFilter
+
+    tok = make_tokenizer()
+    dfilter = DifficultyFilter(0.0, 1.0)
+    _collect(Scripted(tok, {"p0": 1, "p1": 0}), _problems(), _cfg("guidance.hints=true"), Seen(), dfilter=dfilter)
+    assert dfilter.pass_rate("p0") == 0.0 and dfilter.pass_rate("p1") == 1 / G  # p0 succeeded with a hint only
+
+
 # --------------------------------------------------------------------------- demonstrations
 def test_a_demonstration_replaces_the_last_sample_off_policy_and_gets_a_positive_advantage():
     tok = make_tokenizer()
@@ -252,8 +261,8 @@ def test_generated_tasks_carry_worked_solutions_the_verifier_accepts_without_cha
 
 
 # --------------------------------------------------------------------------- the recipe
-PROBS = ([Problem(f"t{i}", prompt=f"What is {i} * 7?", answer=str(9131 + i), metadata={"solution": f"\\boxed{{{9131 + i}}}"})
-          for i in range(6)],
+PROBS = ([Problem(f"t{i}", prompt=f"What is {i} * 7?", answer=str(9131 + i),
+                  metadata={"solution": f"\\boxed{{{9131 + i}}}"}) for i in range(6)],
          [Problem(f"h{i}", prompt=f"What is {i} * 9?", answer=str(9181 + i)) for i in range(2)])
 
 

@@ -141,7 +141,8 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
             correct = torch.tensor([float(v.correct) for v in verdicts])
             returns = torch.tensor([float(s.info["reward"]) for s in group])
             if dfilter is not None:  # the policy's own pass rate: a guided group's is 0
-                dfilter.update([problem.id], torch.zeros_like(correct) if guided and "guidance" in group[-1].info else correct, G)
+                own_fail = guided and "guidance" in group[-1].info
+                dfilter.update([problem.id], torch.zeros_like(correct) if own_fail else correct, G)
             if rcfg.flip_false_positive or rcfg.flip_false_negative:
                 correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
                 returns = correct

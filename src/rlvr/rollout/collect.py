@@ -97,8 +97,9 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     With ``guidance.hints`` / ``guidance.demonstrations`` (:mod:`rlvr.rollout.guidance`) every
     group whose samples all fail is guided before its rewards are computed; the difficulty
     filter still sees the policy's own outcome (0 for a guided group), the extra
-    completions count in ``completions_generated``, and ``out["guidance_metrics"]`` receives
-    the ``guidance/*`` metrics.
+    completions count in ``completions_generated`` (``budget_left`` bounds the sampling rounds
+    only, so hints may overshoot ``train.max_rollouts`` within the step), and
+    ``out["guidance_metrics"]`` receives the ``guidance/*`` metrics.
 
     Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
     """
@@ -121,7 +122,7 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         groups = run_episodes(engine, env, problems, params)
-        if guided:  # all-fail groups: hints and/or a demonstration
+        if guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples counts as generation time)
             groups = guide_groups(engine, env, problems, groups, params, gcfg, gstats)
         t_gen += time.perf_counter() - t0
         for gi, (problem, group) in enumerate(zip(problems, groups)):

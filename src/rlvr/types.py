@@ -90,7 +90,9 @@ class Sample:
     (tool results, feedback, chat-template turn markers; their ``logprobs`` are 0).  None: all sampled."""
     info: dict[str, Any] = field(default_factory=dict)
     """Episode facts: ``turns``, ``reward`` (the environment's return), ``turn_ends`` (index in
-    ``completion_ids`` after each policy turn), ``turn_rewards``, tool-call counts, ``end`` (why it ended)."""
+    ``completion_ids`` after each policy turn), ``turn_rewards``, tool-call counts, ``end`` (why it ended);
+    with guidance (:mod:`rlvr.rollout.guidance`) ``guidance`` ("hint" or "demo"), ``hint_tokens``, ``hint_text``
+    and ``off_policy`` (True for a demonstration, whose ``logprobs`` are 0: behaviour probability 1)."""
 
     @property
     def num_tokens(self) -> int:
@@ -108,6 +110,8 @@ class Batch:
     ``advantages`` is [B] (one scalar per sequence, broadcast over tokens) or
     [B, T] (per-token estimators); ``values`` (the critic's predictions when the
     rollouts were scored) and ``returns`` (its targets) are [B, T], PPO only.
+    ``off_policy`` is [B] bool, True for off-policy rows (guidance demonstrations, whose loss is
+    LUFFY's shaped term), or None when every row is on-policy.
     """
 
     input_ids: Any
@@ -118,6 +122,7 @@ class Batch:
     ref_logprobs: Any | None = None
     values: Any | None = None
     returns: Any | None = None
+    off_policy: Any | None = None
 
 
 def problem_text(problem: Any) -> str:

@@ -40,6 +40,8 @@ __all__ = [
     "dual_clip_loss",
     "gspo_loss",
     "topr_loss",
+    "policy_shaping",
+    "off_policy_shaped_loss",
     "kl_loss",
     "entropy_bonus",
     "POLICY_LOSSES",
@@ -334,6 +336,37 @@ def topr_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     return loss, metrics
 
 
+def policy_shaping(prob: Tensor, gamma: float = 0.1) -> Tensor:
+    """LUFFY's policy shaping (Yan et al. 2025, "Learning to Reason under Off-Policy Guidance", Sec. 3.2)::
+
+        f(p) = p / (p + gamma)
+
+    applied to the importance ratio of an off-policy (demonstration) token, ``p = pi_theta / pi_behaviour``
+    with ``pi_behaviour := 1``, i.e. the current policy's probability of the token.  Its gradient
+    ``f'(p) grad p = gamma / (p + gamma)^2 * p * grad log p`` is large for low-probability tokens (where plain
+    importance sampling ``p * grad log p`` vanishes) and small for tokens the policy already predicts.
+    """
+    if not gamma > 0:
+        raise ValueError(f"gamma must be > 0, got {gamma}")
+    return prob / (prob + gamma)
+
+
+def off_policy_shaped_loss(logp: Tensor, advantages: Tensor, mask: Tensor, *, gamma: float = 0.1,
+                           agg: str = "token_mean", max_len: int | None = None) -> Tensor:
+    """The off-policy term of LUFFY (Yan et al. 2025, Eq. 6 with the shaping of Eq. 8), as a loss::
+
+        L_t = -f(exp(logp_t)) * A_t,      f(p) = p / (p + gamma)       (:func:`policy_shaping`)
+
+    reduced with :func:`aggregate_loss`.  No clipping (LUFFY drops it for off-policy tokens) and no old
+    log-prob: the behaviour policy of a demonstration is taken to have probability 1.  Per token,
+    ``dL/dlogp = -A * gamma * p / (p + gamma)^2`` times the aggregation weight.
+    """
+    adv = _per_token_advantages(advantages, logp)
+    valid = mask.bool()
+    p = torch.exp(torch.where(valid, logp, torch.zeros_like(logp)))
+    return aggregate_loss(-policy_shaping(p, gamma) * adv, mask, agg, max_len)
+
+
 PolicyLoss = Callable[..., "tuple[Tensor, dict[str, Tensor]]"]
 
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss", skip=4)
@@ -390,7 +423,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
               kl_coef: float = 0.0, kl_kind: str = "k3", clip_low: float = 0.2, clip_high: float = 0.2,
               agg: str = "token_mean", max_len: int | None = None, policy_loss: str = "ppo_clip",
               policy_loss_params: dict | None = None, entropy: Tensor | None = None, entropy_coef: float = 0.0,
-              is_weights: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+              is_weights: Tensor | None = None, off_policy: Tensor | None = None,
+              shaping_gamma: float = 0.1) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
 
         loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
@@ -410,6 +444,12 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     DAPO = ``clip_high > clip_low``, ``agg="token_mean"``, ``kl_coef=0``;
     Dr. GRPO = ``agg="seq_mean_token_sum_norm"`` with Dr. GRPO advantages.
 
+    ``off_policy`` ([B] bool, LUFFY's mixed-policy GRPO): the policy loss sees the on-policy rows only;
+    the flagged rows (demonstrations) get :func:`off_policy_shaped_loss` with ``gamma = shaping_gamma``,
+    and the two terms are aggregated as one (``token_mean``: each weighted by its share of the counted
+    tokens; the sequence modes already share the normaliser ``B``).  The policy loss's metrics are then
+    those of the on-policy tokens.  ``None`` or no flagged row: the plain loss.
+
     Returns:
         ``(loss, metrics)``: the policy loss's metrics plus ``pg_loss``
         (the surrogate term), whenever ``ref_logp`` is given ``kl`` (the masked
@@ -427,8 +467,22 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     if "clip_range" in POLICY_LOSSES.entry(policy_loss).tags:
         params.setdefault("clip_low", clip_low)
         params.setdefault("clip_high", clip_high)
-    pg_loss, metrics = get_policy_loss(policy_loss)(logp, old_logp, advantages, mask, agg=agg, max_len=max_len,
-                                                    is_weights=is_weights, **params)
+    fn = get_policy_loss(policy_loss)
+    if off_policy is not None and bool(off_policy.any()):
+        off = off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1)
+        on_mask = torch.where(off, torch.zeros_like(mask), mask)
+        off_mask = torch.where(off, mask, torch.zeros_like(mask))
+        pg_on, metrics = fn(logp, old_logp, advantages, on_mask, agg=agg, max_len=max_len, is_weights=is_weights,
+                            **params)
+        pg_off = off_policy_shaped_loss(logp, advantages, off_mask, gamma=shaping_gamma, agg=agg, max_len=max_len)
+        if agg == "token_mean":  # one mean over all counted tokens
+            n_on, n_off = _mask_count(logp, on_mask), _mask_count(logp, off_mask)
+            total = (n_on + n_off).clamp(min=1)
+            pg_on, pg_off = pg_on * n_on / total, pg_off * n_off / total
+        pg_loss = pg_on + pg_off
+    else:
+        pg_loss, metrics = fn(logp, old_logp, advantages, mask, agg=agg, max_len=max_len, is_weights=is_weights,
+                              **params)
     metrics["pg_loss"] = pg_loss.detach()
     loss = pg_loss
     if ref_logp is not None:

@@ -28,6 +28,8 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
 
     A multi-turn episode's ``mask`` becomes its row of ``completion_mask``: the loss,
     KL, entropy and every per-token estimator see only the policy's own tokens.
+    Samples with ``info["off_policy"]`` (guidance demonstrations) set ``Batch.off_policy``
+    ([B] bool; None when there are none).
     """
     if len(samples) != len(advantages):
         raise ValueError(f"{len(samples)} samples but {len(advantages)} advantages")
@@ -46,7 +48,9 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
             input_ids[i, P:P + c] = torch.tensor(s.completion_ids)
             completion_mask[i, P:P + c] = 1 if s.mask is None else torch.tensor(s.mask, dtype=torch.float32)
             sampler_logprobs[i, P:P + c] = torch.tensor(s.logprobs, dtype=torch.float32)
-    return Batch(input_ids, attention_mask, completion_mask, sampler_logprobs, advantages.float())
+    off = [bool(s.info.get("off_policy")) for s in samples]
+    return Batch(input_ids, attention_mask, completion_mask, sampler_logprobs, advantages.float(),
+                 off_policy=torch.tensor(off) if any(off) else None)
 
 
 def completion_start(batch: Batch) -> int:

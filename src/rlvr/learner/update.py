@@ -75,6 +75,7 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
     parts = [batch.input_ids[rows, lo:hi], am[:, lo:hi], batch.completion_mask[rows, lo:hi],
              batch.sampler_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv]
     parts += [None if t is None else t[rows, lo:hi] for t in (batch.ref_logprobs, batch.values, batch.returns)]
+    parts.append(None if batch.off_policy is None else batch.off_policy[rows])
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
     sub = Batch(*parts)
@@ -180,6 +181,7 @@ class PolicyUpdate:
             self.grad_scale = dp.grad_scale
         self.sums: dict[str, float] = {}
         self.weight_total = 0.0
+        self.mismatch_tokens = 0.0  # first-epoch tokens with a sampler log-prob (demonstrations have none)
         self.learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
         self.is_weights: dict[int, torch.Tensor | None] = {}
         self.device = next(model.parameters()).device
@@ -211,8 +213,8 @@ class PolicyUpdate:
             self.optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's order
         sums, weight_total = self.sums, self.weight_total
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
-        if weight_total:  # mismatch was summed over first-epoch tokens only
-            out["logprob_mismatch"] = sums["logprob_mismatch"] / (weight_total / alg.ppo_epochs)
+        if weight_total:  # mismatch was summed over first-epoch tokens only (those with a sampler log-prob)
+            out["logprob_mismatch"] = sums["logprob_mismatch"] / max(self.mismatch_tokens, 1.0)
         out.update({"grad_norm": grad_norm, "learner_seqs": int(len(self.rows)),
                     "learner_tokens": int(weight_total)})
         if self.critic is not None:
@@ -243,7 +245,8 @@ class PolicyUpdate:
                             clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
                             policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
                             entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
-                            is_weights=self.is_weights[ci])
+                            is_weights=self.is_weights[ci], off_policy=mb.off_policy,
+                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1)
         w = float(mask.sum() / self.total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / self.B
         total = loss  # without gradient under train_policy=False: logp was computed without it
         if self.critic is not None:  # PPO's value loss, against the GAE returns
@@ -260,10 +263,16 @@ class PolicyUpdate:
     def first_pass(self, ci: int, mb: Batch, start: int, logp: torch.Tensor, mask: torch.Tensor) -> None:
         """Epoch 0: keep the learner's log-probs as ``logp_old``; sampler mismatch and importance weights."""
         alg = self.cfg.algorithm
-        self.learner_old_logps[ci] = logp.detach()
+        old = logp.detach()
+        if mb.off_policy is not None:  # demonstrations: behaviour probability 1 (log 0), as their sampler log-probs
+            off = mb.off_policy.unsqueeze(-1)
+            old = torch.where(off, torch.zeros_like(old), old)
+            mask = torch.where(off, torch.zeros_like(mask), mask)  # no sampler: not in the mismatch
+        self.learner_old_logps[ci] = old
         rollout_logp = mb.sampler_logprobs[:, start:]
         mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
         self.sums["logprob_mismatch"] = self.sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
+        self.mismatch_tokens += float(mask.sum())
         # sampler -> learner importance weights (precision mismatch, stale weights)
         self.is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
                                                     **alg.is_params)

@@ -20,6 +20,7 @@ __all__ = [
     "RewardConfig",
     "EnvConfig",
     "CurriculumConfig",
+    "GuidanceConfig",
     "TrainConfig",
     "EvalConfig",
     "DistributedConfig",
@@ -227,6 +228,26 @@ class CurriculumConfig(ConfigModel):
                 raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
 
 
+class GuidanceConfig(ConfigModel):
+    """Guidance for groups whose samples all fail (rlvr.rollout.guidance), from the problem's reference solution."""
+
+    hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
+                                "the start of the answer (not trained on) until a sample succeeds")
+    hint_fractions: list[float] = option(None, "hint levels: shares of the solution's tokens revealed, increasing, "
+                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75])
+    demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
+                                         "solution as an off-policy completion (shaped, unclipped loss)")
+    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens")
+
+    def check(self) -> None:
+        f = self.hint_fractions
+        if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
+            raise ValueError(f"guidance.hint_fractions must be a non-empty, strictly increasing list of shares in "
+                             f"(0, 1), got {f}")
+        if not self.shaping_gamma > 0:
+            raise ValueError(f"guidance.shaping_gamma must be > 0, got {self.shaping_gamma}")
+
+
 class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
     max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
@@ -321,6 +342,8 @@ class RunConfig(ConfigModel):
                             default_factory=EnvConfig)
     curriculum: CurriculumConfig = option(None, "a live curriculum over task difficulty levels",
                                           default_factory=CurriculumConfig)
+    guidance: GuidanceConfig = option(None, "hints and off-policy demonstrations for all-fail groups",
+                                      default_factory=GuidanceConfig)
     train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
@@ -482,6 +505,23 @@ class RunConfig(ConfigModel):
                                        or d.learner == "actor"):
             raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
                              "train.rollout_worker, distributed.fsdp or distributed.learner=actor")
+        g = self.guidance
+        if g.hints or g.demonstrations:
+            what = " / ".join(k for k, on in (("guidance.hints", g.hints),
+                                              ("guidance.demonstrations", g.demonstrations)) if on)
+            if self.env.name != "single_turn":
+                raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {self.env.name}")
+            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
+                                   ("train.rollout_worker", self.train.rollout_worker),
+                                   ("distributed.backend=ray", d.backend == "ray"),
+                                   ("distributed.fsdp", d.fsdp)) if on]
+            if bad:
+                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
+            if self.reward.source != "verifier" or self.reward.process_prm is not None:
+                fix = f"use reward.source=verifier, not {self.reward.source}" if self.reward.source != "verifier" \
+                    else "not with reward.process_prm"
+                raise ValueError(f"{what} decides failure and success by the verifier's verdict and trains on "
+                                 f"reference solutions: {fix}")
         if self.distributed.fsdp:
             from rlvr.recipes.fsdp import unsupported_with_fsdp
 

@@ -94,6 +94,11 @@ class Rollouts:
     lag: dict[str, Any] = field(default_factory=dict)  # async: policy_version, staleness, rollout peak RSS
     source_metrics: dict[str, float] = field(default_factory=dict)  # reward.source diagnostics (collect-side)
     keep: torch.Tensor | None = None  # [N] bool: samples the reward source keeps (None: all)
+    guidance: dict[str, float] = field(default_factory=dict)  # guidance/* metrics (hints, demonstrations)
+
+    def own_correct(self) -> list[float]:
+        """Each sample's verdict as the policy's own: a guided sample (hinted, or a demonstration) counts 0."""
+        return [float(v.correct and "guidance" not in s.info) for s, v in zip(self.samples, self.verdicts)]
 
 
 @dataclass
@@ -363,7 +368,8 @@ class RLRecipe:
             acct.add_time("generate", t_gen)
             acct.add_time("verify", time.perf_counter() - t0 - t_gen)
             out = Rollouts(samples, verdicts, rewards, rounds, generated,
-                           source_metrics=extra.get("source_metrics", {}), keep=extra.get("keep"))
+                           source_metrics=extra.get("source_metrics", {}), keep=extra.get("keep"),
+                           guidance=extra.get("guidance_metrics", {}))
         else:
             with acct.phase("wait"):
                 rb = self.worker.get(step)
@@ -380,7 +386,7 @@ class RLRecipe:
         self.rollouts_done += out.generated
         if isinstance(self.sampler, CurriculumSampler) and not self.cfg.curriculum.fixed:
             G = self.cfg.rollout.group_size
-            correct = [float(v.correct) for v in out.verdicts]
+            correct = out.own_correct()  # the policy's own pass rate (guided samples count 0)
             self.sampler.observe([sum(correct[i:i + G]) / G for i in range(0, len(correct), G)])
         return out
 
@@ -475,7 +481,7 @@ class RLRecipe:
             "step": step + 1,
             "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
-            "accuracy": sum(v.correct for v in ro.verdicts) / len(ro.verdicts),
+            "accuracy": sum(ro.own_correct()) / len(ro.verdicts),  # the policy's own: guided samples count 0
             "response_length": gen_tokens / len(samples),
             "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
             "zero_variance_groups": float(group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
@@ -490,6 +496,9 @@ class RLRecipe:
             **ro.lag,  # async: policy_version, staleness, rollout process peak memory
         }
         row.update(scored.reward_row)  # reward.source / process diagnostics (e.g. ttrl/label_accuracy)
+        if ro.guidance:  # guidance/*: and the accuracy of the trained samples, guided ones included
+            row.update(ro.guidance, **{"guidance/accuracy_with_guidance": sum(v.correct for v in ro.verdicts)
+                                       / len(ro.verdicts)})
         if "ttrl/label_accuracy" in row:
             row["reward/pseudo_label_accuracy"] = row["ttrl/label_accuracy"]
         if scored.seq_kl is not None:

@@ -16,6 +16,7 @@ from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards import flip_rewards, laser_reward, soft_overlong_punishment
 from rlvr.rewards.sources import GroupInput, compute_group_rewards
 from rlvr.rollout.episodes import run_episodes
+from rlvr.rollout.guidance import GuidanceStats, guide_groups
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.types import Problem
 
@@ -93,6 +94,13 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     if given, receives ``source_metrics`` (the source's diagnostics averaged over the
     chosen groups, e.g. ``ttrl/label_accuracy``) and ``keep`` ([N] bool or None).
 
+    With ``guidance.hints`` / ``guidance.demonstrations`` (:mod:`rlvr.rollout.guidance`) every
+    group whose samples all fail is guided before its rewards are computed; the difficulty
+    filter still sees the policy's own outcome (0 for a guided group), the extra
+    completions count in ``completions_generated`` (``budget_left`` bounds the sampling rounds
+    only, so hints may overshoot ``train.max_rollouts`` within the step), and
+    ``out["guidance_metrics"]`` receives the ``guidance/*`` metrics.
+
     Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
     """
     if not isinstance(env, Environment):
@@ -106,11 +114,16 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     buf = DynamicSamplingBuffer(P, G, max_rounds, drop_uninformative=cfg.algorithm.dynamic_sampling)
     source = getattr(rcfg, "source", "verifier")
     in_collect = source != "verifier" and source in COLLECT_SOURCES
+    gcfg = getattr(cfg, "guidance", None)
+    guided = gcfg is not None and (gcfg.hints or gcfg.demonstrations)
+    gstats = GuidanceStats()
     while not buf.full and not buf.exhausted:
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         groups = run_episodes(engine, env, problems, params)
+        if guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples counts as generation time)
+            groups = guide_groups(engine, env, problems, groups, params, gcfg, gstats)
         t_gen += time.perf_counter() - t0
         for gi, (problem, group) in enumerate(zip(problems, groups)):
             if in_collect:  # a label-free or control source: its rewards replace the verifier's
@@ -128,8 +141,9 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
             verdicts = [s.info["verdict"] for s in group]
             correct = torch.tensor([float(v.correct) for v in verdicts])
             returns = torch.tensor([float(s.info["reward"]) for s in group])
-            if dfilter is not None:
-                dfilter.update([problem.id], correct, G)
+            if dfilter is not None:  # the policy's own pass rate: a guided group's is 0
+                own_fail = guided and "guidance" in group[-1].info
+                dfilter.update([problem.id], torch.zeros_like(correct) if own_fail else correct, G)
             if rcfg.flip_false_positive or rcfg.flip_false_negative:
                 correct = flip_rewards(correct, rcfg.flip_false_positive, rcfg.flip_false_negative, noise)
                 returns = correct
@@ -150,7 +164,9 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         if in_collect:
             out["source_metrics"] = mean_metrics([c[3][0] for c in chosen])
             out["keep"] = torch.cat([c[3][1] for c in chosen])
-    return samples, verdicts, rewards, buf.rounds, t_gen, buf.generated
+    if out is not None and guided:
+        out["guidance_metrics"] = gstats.metrics(gcfg.hints, gcfg.demonstrations)
+    return samples, verdicts, rewards, buf.rounds, t_gen, buf.generated + gstats.rollouts_extra
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:

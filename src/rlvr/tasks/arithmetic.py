@@ -30,6 +30,7 @@ __all__ = [
     "ArithmeticSpec",
     "evaluate_expression",
     "format_expression",
+    "worked_solution",
     "make_arithmetic_problem",
     "arithmetic_split",
 ]
@@ -124,6 +125,26 @@ def _fmt_operand(x: int) -> str:
     return str(x) if x >= 0 else f"({x})"
 
 
+def worked_solution(operands: Sequence[int], operators: Sequence[str]) -> str:
+    """A short templated solution: one operation at a time (``*`` first, then left to right), then the boxed value.
+
+    >>> worked_solution([2, 3, 4], ["+", "*"])
+    '2 + 3 * 4 = 2 + 12 = 14. The answer is \\\\boxed{14}.'
+
+    Deterministic and draws no random numbers (it goes into ``Problem.metadata["solution"]``, the
+    reference solution of guidance: :mod:`rlvr.rollout.guidance`).
+    """
+    nums, ops = list(operands), list(operators)
+    chain = [format_expression(nums, ops)]
+    while ops:
+        i = ops.index("*") if "*" in ops else 0
+        a, b, op = nums[i], nums[i + 1], ops[i]
+        nums[i:i + 2] = [a * b if op == "*" else a + b if op == "+" else a - b]
+        del ops[i]
+        chain.append(format_expression(nums, ops))
+    return f"{' = '.join(chain)}. The answer is \\boxed{{{nums[0]}}}."
+
+
 def _check_template(template: str) -> None:
     """Raise ValueError unless ``template`` is a format string whose only field is ``{expression}``."""
     if not isinstance(template, str):
@@ -170,7 +191,7 @@ def _build_problem(operands: list[int], operators: list[str], spec: ArithmeticSp
         prompt=template.format(expression=expression),
         answer=str(evaluate_expression(operands, operators)),
         metadata={"expression": expression, "operands": list(operands), "operators": list(operators),
-                  "spec": spec_fields},
+                  "spec": spec_fields, "solution": worked_solution(operands, operators)},
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +37,7 @@ __all__ = [
     "find_data_dir",
     "data_file",
     "load_gsm8k",
+    "gsm8k_worked_solution",
     "load_math500",
     "load_aime24",
     "load_amc23",
@@ -133,6 +135,16 @@ def gsm8k_answer(solution: str) -> str:
     if not answer:
         raise ValueError("GSM8K solution has nothing after '####'")
     return answer
+
+
+_CALC_RE = re.compile(r"<<[^<>]*>>")
+
+
+def gsm8k_worked_solution(solution: str) -> str:
+    """A GSM8K solution as a model would write it: the calculator annotations ``<<48/2=24>>`` removed and the
+    ``#### 72`` line replaced by ``The answer is \\boxed{72}.`` (what the numeric verifier reads)."""
+    body, _, _ = solution.rpartition("####")
+    return f"{_CALC_RE.sub('', body).strip()}\nThe answer is \\boxed{{{gsm8k_answer(solution)}}}."
 
 
 def _number_to_str(value: Any) -> str:

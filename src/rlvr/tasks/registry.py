@@ -25,7 +25,7 @@ from rlvr.tasks.benchmarks import load_benchmark, load_gsm8k
 from rlvr.tasks.jsonl import load_jsonl_problems
 from rlvr.types import Problem
 
-__all__ = ["TASKS", "build_task", "task_options", "held_out_split"]
+__all__ = ["TASKS", "build_task", "task_options", "held_out_split", "multiply_solution"]
 
 Split = tuple[list[Problem], list[Problem]]
 TASKS: Registry[Callable[..., Split]] = Registry("task")
@@ -145,5 +145,17 @@ def multiply_task(a_digits: int = 3, b_digits: int = 2, num_train: int = 2000, n
         seen.add((a, b))
         tag = "heldout" if len(out) < num_heldout else "train"
         out.append(Problem(f"mul-{tag}-{a}x{b}", prompt=prompt.format(a=a, b=b), answer=str(a * b),
-                           metadata={"a": a, "b": b}))
+                           metadata={"a": a, "b": b, "solution": multiply_solution(a, b)}))
     return out[num_heldout:], out[:num_heldout]
+
+
+def multiply_solution(a: int, b: int) -> str:
+    """A templated worked solution of ``a * b`` by the place values of ``b`` (the multiply task's reference
+    solution, for guidance), e.g. ``"123 * 45 = 123 * 40 + 123 * 5 = 4920 + 615 = 5535. The answer is
+    \\boxed{5535}."``; draws no random numbers."""
+    parts = [int(d) * 10 ** i for i, d in enumerate(reversed(str(b))) if d != "0"][::-1]
+    chain = [f"{a} * {b}"]
+    if len(parts) > 1:
+        chain += [" + ".join(f"{a} * {p}" for p in parts), " + ".join(str(a * p) for p in parts)]
+    chain.append(str(a * b))
+    return f"{' = '.join(chain)}. The answer is \\boxed{{{a * b}}}."

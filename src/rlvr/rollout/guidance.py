@@ -1,0 +1,192 @@
+"""Guidance for groups in which every sample fails: hints and off-policy demonstrations.
+
+A group whose ``G`` samples all fail has rewards that are all equal, so a group-relative
+estimator gives it no gradient: the prompts the policy cannot solve teach it nothing.
+Two remedies from the literature, both optional (``guidance.*``), both driven by a
+problem's reference solution (:func:`reference_solution`):
+
+* **Hints** (``guidance.hints``; Hint-GRPO, StepHint, "guided GRPO"): the group is
+  sampled again with the first ``f`` share of the solution's tokens as the beginning of
+  the assistant's answer, for each ``f`` of ``guidance.hint_fractions`` in turn, until
+  some sample succeeds; that hinted group replaces the failed one.  The hint is an
+  engine *prefix*: it ends the sample's ``prompt_ids`` and its ``completion_ids`` hold
+  only the new tokens, so the hint is never trained on, and the sampler's log-probs are
+  the policy's own given the hint (on-policy).  A sample is scored on hint + completion
+  (the whole answer).  If no level succeeds the original group is kept.  Hints are cut
+  at token boundaries of the solution's own encoding (``tokenizer.encode(solution)``):
+  level ``f`` reveals ``ceil(f * n)`` of its ``n`` tokens (at least 1, at most ``n - 1``;
+  a level that would reveal no more than the one before is skipped).
+* **Demonstrations** (``guidance.demonstrations``; LUFFY, Yan et al. 2025): the last
+  sample of a group that still fails is replaced by the reference solution as an
+  off-policy completion (its token ids are the solution's encoding followed by EOS, its
+  log-probs 0, i.e. behaviour probability 1, ``info["off_policy"] = True``).  The
+  environment scores it like any sample; one that does not pass, or is longer than
+  ``max_new_tokens``, is not inserted (counted).  The learner gives its tokens LUFFY's
+  shaped, unclipped objective (:func:`rlvr.algorithms.losses.off_policy_shaped_loss`).
+
+Only single-turn environments are guided (the recipe refuses the rest at load).
+Problems without a reference solution are never guided (counted).  Every extra
+completion is counted (``guidance/rollouts_extra``) and charged to the rollout budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from rlvr.engines import SamplingParams
+from rlvr.envs import Environment
+from rlvr.tasks.benchmarks import gsm8k_worked_solution
+from rlvr.types import Problem, Sample, Verdict
+
+__all__ = ["reference_solution", "hint_lengths", "GuidanceStats", "guide_groups", "demonstration_sample"]
+
+
+def reference_solution(problem: Problem) -> str | None:
+    """The problem's worked reference solution, or None: ``metadata["solution"]`` (GSM8K's format is rewritten
+    by :func:`rlvr.tasks.benchmarks.gsm8k_worked_solution`: no calculator annotations, a boxed answer)."""
+    sol = problem.metadata.get("solution") if isinstance(problem.metadata, dict) else None
+    if not isinstance(sol, str) or not sol.strip():
+        return None
+    if "####" in sol:
+        try:
+            return gsm8k_worked_solution(sol)
+        except ValueError:
+            return None
+    return sol.strip()
+
+
+def hint_lengths(n: int, fractions: list[float]) -> list[int]:
+    """Hint lengths in tokens for a solution of ``n`` tokens: ``ceil(f * n)`` clipped to ``[1, n - 1]``, levels
+    that reveal no more than the previous one dropped (empty when ``n < 2``)."""
+    out: list[int] = []
+    for f in fractions:
+        k = min(n - 1, max(1, math.ceil(f * n)))
+        if k >= 1 and (not out or k > out[-1]):
+            out.append(k)
+    return out
+
+
+@dataclass
+class GuidanceStats:
+    """What guidance did in one step (every sampling round), turned into ``guidance/*`` metrics."""
+
+    groups: int = 0
+    failed: int = 0
+    no_solution: int = 0
+    hinted: int = 0
+    hint_success: int = 0
+    hint_tokens: list[int] = field(default_factory=list)
+    rollouts_extra: int = 0
+    demos: int = 0
+    demos_rejected: int = 0
+
+    def metrics(self, hints: bool, demonstrations: bool) -> dict[str, float]:
+        """Shares are of the step's generated groups; ``hint_tokens`` / ``hint_success`` average over hinted
+        groups (0 when there were none)."""
+        n = max(self.groups, 1)
+        out = {"guidance/failed_groups": self.failed / n, "guidance/no_solution": self.no_solution / n,
+               "guidance/rollouts_extra": float(self.rollouts_extra)}
+        if hints:
+            out.update({"guidance/guided_groups": self.hinted / n,
+                        "guidance/hint_tokens": sum(self.hint_tokens) / max(len(self.hint_tokens), 1),
+                        "guidance/hint_success": self.hint_success / max(self.hinted, 1)})
+        if demonstrations:
+            out.update({"guidance/demo_groups": self.demos / n, "guidance/demo_rejected": float(self.demos_rejected)})
+        return out
+
+
+def _failed(group: list[Sample]) -> bool:
+    return not any(s.info["verdict"].correct for s in group)
+
+
+def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> None:
+    """One single-turn episode's outcome for ``text`` (what :func:`rlvr.rollout.episodes.run_episodes` records)."""
+    try:
+        reply = env.step(env.reset(problem), text)
+        verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
+        reward, counts = float(reply.reward), {k: v for k, v in reply.info.items() if isinstance(v, (int, float))}
+    except Exception as e:  # noqa: BLE001 - a faulty environment fails the sample, never the run
+        verdict, reward, counts = Verdict(0.0, None, reason=f"environment error: {type(e).__name__}: {e}"[:500]), \
+            0.0, {"env_errors": 1}
+    sample.info.update({"turn_ends": [len(sample.completion_ids)], "turn_rewards": [reward], "reward": reward,
+                        "verdict": verdict, "turns": 1, "end": "done", **counts})
+
+
+def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenizer, group_index: int) -> Sample:
+    """The reference solution as an off-policy completion of ``like``'s prompt: the solution's token ids then EOS,
+    log-probs 0 (behaviour probability 1), ``info["off_policy"] = True``."""
+    ids = list(tokenizer.encode(solution, add_special_tokens=False)) + [tokenizer.eos_token_id]
+    return Sample(problem.id, list(like.prompt_ids), ids, [0.0] * len(ids), solution, "stop", group_index,
+                  info={"off_policy": True, "guidance": "demo"})
+
+
+def guide_groups(engine, env: Environment, problems: list[Problem], groups: list[list[Sample]],
+                 params: SamplingParams, gcfg, stats: GuidanceStats) -> list[list[Sample]]:
+    """``groups`` (one per problem) with every all-fail group guided as ``gcfg`` (``guidance.*``) says.
+
+    Hints for all failing groups of one level are sampled with one ``engine.generate`` call.
+    Returns a new list; unguided groups are the same objects.
+    """
+    groups = list(groups)
+    stats.groups += len(groups)
+    tokenizer = engine.tokenizer
+    todo: dict[int, str] = {}
+    for i, group in enumerate(groups):
+        if not _failed(group):
+            continue
+        stats.failed += 1
+        sol = reference_solution(problems[i])
+        if sol is None:
+            stats.no_solution += 1
+        else:
+            todo[i] = sol
+    if gcfg.hints and todo:
+        _hint(engine, env, problems, groups, params, gcfg.hint_fractions, todo, tokenizer, stats)
+    if gcfg.demonstrations:
+        for i, sol in todo.items():
+            if not _failed(groups[i]):
+                continue
+            demo = demonstration_sample(problems[i], sol, groups[i][-1], tokenizer, len(groups[i]) - 1)
+            if len(demo.completion_ids) > params.max_new_tokens:
+                stats.demos_rejected += 1
+                continue
+            _score(env, problems[i], demo, sol)
+            if not demo.info["verdict"].correct:
+                stats.demos_rejected += 1
+                continue
+            groups[i] = groups[i][:-1] + [demo]
+            stats.demos += 1
+    return groups
+
+
+def _hint(engine, env, problems, groups, params, fractions, todo, tokenizer, stats) -> None:
+    """Hint levels in turn for the failing groups ``todo``; a group stops at its first level with a success."""
+    params = dataclasses.replace(params, stop=tuple(params.stop) + tuple(getattr(env, "stop", ())))
+    ids = {i: list(tokenizer.encode(sol, add_special_tokens=False)) for i, sol in todo.items()}
+    levels = {i: hint_lengths(len(ids[i]), fractions) for i in todo}
+    pending = [i for i in todo if levels[i]]
+    last: dict[int, int] = {}
+    for level in range(len(fractions)):
+        pending = [i for i in pending if level < len(levels[i])]
+        if not pending:
+            break
+        prefixes = [ids[i][:levels[i][level]] for i in pending]
+        outs = engine.generate([problems[i] for i in pending], params, prefixes=prefixes)
+        still = []
+        for i, hint, group in zip(pending, prefixes, outs):
+            stats.rollouts_extra += len(group)
+            last[i] = len(hint)
+            hint_text = tokenizer.decode(hint, skip_special_tokens=True)
+            for s in group:
+                _score(env, problems[i], s, hint_text + s.text)
+                s.info.update({"guidance": "hint", "hint_tokens": len(hint), "hint_text": hint_text})
+            if _failed(group):
+                still.append(i)
+            else:
+                groups[i] = group
+                stats.hint_success += 1
+        pending = still
+    stats.hinted += len(last)
+    stats.hint_tokens += list(last.values())

@@ -18,7 +18,8 @@ from rlvr.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("Using it", "Algorithms: pick by name, combine freely",
-            "Environments: tool use, feedback, procedural tasks, a live curriculum")
+            "Environments: tool use, feedback, procedural tasks, a live curriculum",
+            "Rewards beyond rule-based checkers: reward models, process rewards, no labels, hints")
 
 
 def readme_commands() -> list[str]:
@@ -71,6 +72,11 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.num_train=8",
                  "task.num_heldout=4", "train.prompts_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=4",
                  "eval.num_problems=2", "eval.max_new_tokens=4", "train.progress=false", "train.save_every=1"]
+    elif args[:2] == ["rm", "train"]:
+        args = [a.replace("runs/rm/", f"{tmp}/rm/") for a in args]
+        args += [f"model={model_dir}", "num_problems=4", "n=2", "max_new_tokens=4", "samples_per_problem=1",
+                 "rollouts_per_step=1", "max_steps=2", "batch_size=2"] + (["step_tag=#"] if "kind=prm" in args else [])
+        # (the tiny test tokenizer has no 'ки', the PRM's default step tag)
     elif args[0] == "eval":
         args += ["--limit", "2", "--max-new-tokens", "4", "--no-progress", f"model.name={model_dir}"]
     return args

@@ -146,9 +146,11 @@ def _cmd_eval(ns) -> int:
         return f"{row['value']:.1%} [{row['ci_low']:.1%}, {row['ci_high']:.1%}]"
 
     s = res["sampling"]
+    first = str(m["ks"][0])
+    more = f"pass@{top} {fmt(m['pass@k'][top])}  maj@{top} {fmt(m['maj@k'][top])}  " if top != first else ""
     print(f"{res['model']} on {res['task']} ({res['num_problems']} problems, n={n}, T={s['temperature']}, "
-          f"verifier {res['verifier']}): accuracy {fmt(m['avg@k'][top])}  pass@1 {fmt(m['pass@k'][str(m['ks'][0])])}  "
-          f"pass@{top} {fmt(m['pass@k'][top])}  maj@{top} {fmt(m['maj@k'][top])}  (95% bootstrap CIs)")
+          f"verifier {res['verifier']}): accuracy {fmt(m['avg@k'][top])}  pass@{first} {fmt(m['pass@k'][first])}  "
+          f"{more}(95% bootstrap CIs)")
     t = res["timing"]
     print(f"samples in {res['samples_file']} ({res['generated_problems']} problems generated now); model load + "
           f"generation {t['generate_s']:.1f} s, scoring {t['score_s']:.2f} s, metrics {t['metrics_s']:.2f} s")

@@ -24,6 +24,7 @@ def test_eval_task_generates_once_and_reports(tmp_path, tiny_model_dir, capsys):
     assert rc == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "pass@3" in out and "maj@3" in out and "report written to" in out
+    assert out.count("pass@1 ") == 1
     res = json.loads((tmp_path / "rep" / "results.json").read_text())
     assert res["num_problems"] == 3 and res["samples_per_problem"] == 3 and res["verifier"] == "math"
     assert res["metrics"]["ks"] == [1, 2, 3] and res["sampling"]["temperature"] == 1.0
@@ -42,6 +43,11 @@ def test_eval_task_generates_once_and_reports(tmp_path, tiny_model_dir, capsys):
     assert (tmp_path / "s.jsonl").read_text() == before
 
     # re-scoring the full task is refused: two problems were never generated
+    capsys.readouterr()
+    # n = 1 (--k 1): pass@1 is printed once, and no maj@1
+    assert main(_args(tmp_path, tiny_model_dir, "--rescore-only", "--k", "1", "--limit", "3")) == 0
+    out = capsys.readouterr().out
+    assert out.count("pass@1") == 1 and "maj@" not in out
     rc = main(_args(tmp_path, tiny_model_dir, "--rescore-only"))
     assert rc == 2 and "incomplete, 2 of 5" in capsys.readouterr().err
     # without --limit, a normal run generates only the 2 missing problems

@@ -116,8 +116,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prm", default=None, help="PRM directory (rlvr rm train kind=prm) for the prm arms")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reward_sources_bench")
+    ap.add_argument("--report-only", action="store_true", help="train nothing: summarise the finished runs")
     args = ap.parse_args()
-    results = [run(arm, s, args.steps, args.threads, args.out, args.prm) for s in args.seeds for arm in args.arms]
+    if args.report_only:
+        results = [run(arm, s, args.steps, args.threads, args.out, args.prm) for s in args.seeds for arm in args.arms
+                   if (args.out / "runs" / f"{arm}-s{s}" / "eval_after.json").exists()]
+        args.arms = [a for a in args.arms if any(r["arm"] == a for r in results)]
+    else:
+        results = [run(arm, s, args.steps, args.threads, args.out, args.prm) for s in args.seeds for arm in args.arms]
     print(f"\n{'arm':<21} {'seed':>4} {'greedy accuracy, 256 held-out':>32}  rollouts  steps")
     for r in results:
         print(f"{r['arm']:<21} {r['seed']:>4} {r['accuracy']:>15.1%} [{r['ci'][0]:.1%}, {r['ci'][1]:.1%}]"
@@ -125,18 +131,21 @@ def main() -> None:
     for r in results:
         if r["before"] is not None:
             print(f"untrained ({r['task']}): {r['before']:.1%}")
-    mats = {arm: np.array([r["per_problem"] for r in results if r["arm"] == arm]) for arm in args.arms}
+    by_seed = {(r["arm"], r["seed"]): np.array(r["per_problem"], dtype=float) for r in results}
+    mats = {arm: np.array([v for (a, _), v in by_seed.items() if a == arm]) for arm in args.arms}
     summary = {"results": results, "arms": {}}
     for arm, m in mats.items():
         lo, hi = boot(m)
-        entry = {"mean": float(m.mean()), "ci": [lo, hi], "seeds": int(m.shape[0])}
+        seeds = sorted(s for a, s in by_seed if a == arm)
+        entry = {"mean": float(m.mean()), "ci": [lo, hi], "seeds": seeds}
         base = BASELINE[ARMS[arm][0]]
-        line = f"{arm:<21} mean {m.mean():.1%} [{lo:.1%}, {hi:.1%}]"
-        if arm != base and base in mats and mats[base].shape == m.shape:
-            d = m - mats[base]  # paired by seed and problem
+        line = f"{arm:<21} mean {m.mean():.1%} [{lo:.1%}, {hi:.1%}] (seeds {seeds})"
+        common = [s for s in seeds if (base, s) in by_seed]
+        if arm != base and common:
+            d = np.array([by_seed[(arm, s)] - by_seed[(base, s)] for s in common])  # paired by seed and problem
             dlo, dhi = boot(d)
-            entry["minus_" + base] = {"mean": float(d.mean()), "ci": [dlo, dhi]}
-            line += (f"   {arm} - {base}: {d.mean():+.1%} [{dlo:+.1%}, {dhi:+.1%}]"
+            entry["minus_" + base] = {"mean": float(d.mean()), "ci": [dlo, dhi], "seeds": common}
+            line += (f"   {arm} - {base}: {d.mean():+.1%} [{dlo:+.1%}, {dhi:+.1%}] over seeds {common}"
                      f" ({'resolved' if dlo > 0 or dhi < 0 else 'not resolved'})")
         summary["arms"][arm] = entry
         print(line)

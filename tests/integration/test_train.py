@@ -270,6 +270,23 @@ def test_rollout_budget_and_periodic_heldout_eval(tmp_path, tiny_tokenizer):
     assert held[0]["heldout_n"] == 4
 
 
+def test_wall_clock_budget_stops_before_the_next_step(tmp_path, tiny_tokenizer, monkeypatch):
+    import rlvr.recipes.rl as grpo
+
+    now = [0.0]  # a clock that moves 40 s per training step and not otherwise
+    monkeypatch.setattr(grpo.time, "perf_counter", lambda: now[0])
+
+    def tick(row):
+        now[0] += 40.0
+
+    _run(tiny_tokenizer, tmp_path, "train.steps=10", "train.max_minutes=1", "train.save_every=0",
+         "eval.before_training=false", "eval.after_training=false", on_step=tick)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert len(rows) == 2  # 40 s < 1 min: a second step; 80 s >= 1 min: no third
+    with pytest.raises(Exception, match="train.max_minutes"):
+        load_config(RunConfig, None, ["train.max_minutes=-1"]).check()
+
+
 def test_rollout_budget_counts_every_dynamic_sampling_round(tmp_path, tiny_tokenizer):
     def half_constant(completion: str, reference: str) -> Verdict:
         return Verdict(1.0 if int(reference) % 4 == 3 or len(completion) % 2 == 0 else 0.0, None, "")

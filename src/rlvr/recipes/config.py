@@ -250,6 +250,9 @@ class GuidanceConfig(ConfigModel):
 
 class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
+    max_minutes: float = option(0.0, "stop before the next step once this many minutes of training have passed in "
+                                     "this process (0: no limit; set-up and the evaluation before training are "
+                                     "not counted); equal wall-clock budgets")
     max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
                                   "equalises budgets when dynamic sampling generates more per step")
     prompts_per_step: int = option(8, "distinct prompts per step")
@@ -478,6 +481,8 @@ class RunConfig(ConfigModel):
             raise ValueError("reward.laser_target_length must be >= 0")
         if self.train.max_rollouts < 0 or self.eval.every < 0:
             raise ValueError("train.max_rollouts and eval.every must be >= 0")
+        if not self.train.max_minutes >= 0:
+            raise ValueError(f"train.max_minutes must be >= 0, got {self.train.max_minutes}")
         if self.train.async_steps < 0:
             raise ValueError("train.async_steps must be >= 0")
         d = self.distributed

@@ -569,11 +569,16 @@ class RLRecipe:
         self.setup()
         summary = self.begin()
         step, row, self.snap = self.start_step, {}, None
+        t_start = time.perf_counter()
         try:
             self.start_worker()
             for step in range(self.start_step, tcfg.steps):
                 if tcfg.max_rollouts and self.rollouts_done >= tcfg.max_rollouts:
                     print(f"rollout budget reached ({self.rollouts_done} >= train.max_rollouts={tcfg.max_rollouts})")
+                    break
+                if tcfg.max_minutes and time.perf_counter() - t_start >= 60 * tcfg.max_minutes:
+                    print(f"time budget reached ({(time.perf_counter() - t_start) / 60:.2f} min >= "
+                          f"train.max_minutes={tcfg.max_minutes})")
                     break
                 self.snap = self.snapshot()
                 row = self.step(step)

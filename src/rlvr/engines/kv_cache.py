@@ -124,10 +124,12 @@ class PrefixCache:
         The entry is consumed, but stays available to the other rows of the same call
         (the rows of a greedy group are often identical)."""
         best = None
-        for table in (self.entries, self._taken):
-            for key in table:
-                if len(key) < len(ids) and (best is None or len(key) > len(best)) and tuple(ids[: len(key)]) == key:
-                    best = key
+        lengths = sorted({len(k) for t in (self.entries, self._taken) for k in t if len(k) < len(ids)}, reverse=True)
+        for n in lengths:  # longest first: one hashed probe per stored length, not a comparison per entry
+            key = tuple(ids[:n])
+            if key in self.entries or key in self._taken:
+                best = key
+                break
         if best is None:
             return 0, None
         if best in self.entries:

@@ -329,3 +329,17 @@ def test_demonstrations_train_with_every_policy_loss(tmp_path, loss):
     r, rows = _train(tmp_path, "guidance.demonstrations=true", f"algorithm.policy_loss={loss}", "train.steps=1",
                      "algorithm.loss_agg=seq_mean_token_mean")
     assert rows[0]["guidance/demo_groups"] > 0 and rows[0]["learner_seqs"] > 0 and math.isfinite(rows[0]["loss"])
+
+
+def test_scoring_a_guided_sample_in_a_raising_environment_fails_only_that_sample():
+    from rlvr.envs import SingleTurnEnvironment
+    from rlvr.rollout.guidance import _score
+
+    class Broken(SingleTurnEnvironment):
+        def step(self, state, text):
+            raise RuntimeError("checker crashed")
+
+    s = Sample("p", [1], [5, 6], [0.0, 0.0], "x", "stop", 0)
+    _score(Broken(lambda text, ref: None), Problem("p", prompt="q", answer="1"), s, "x")
+    assert s.info["reward"] == 0.0 and s.info["env_errors"] == 1 and not s.info["verdict"].correct
+    assert "environment error: RuntimeError: checker crashed" in s.info["verdict"].reason

@@ -32,7 +32,7 @@ from rlvr.envs.base import Environment, EpisodeState, Reply
 from rlvr.envs.rendering import observation_ids
 from rlvr.types import Problem, Sample, Verdict
 
-__all__ = ["Episode", "run_episodes", "episode_metrics"]
+__all__ = ["Episode", "run_episodes", "episode_metrics", "safe_step"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,8 @@ def _start_problem(state: EpisodeState) -> Problem:
     return Problem(p.id, messages=state.messages, answer=p.answer, metadata=p.metadata, tools=state.tools)
 
 
-def _safe_step(env: Environment, state: EpisodeState, text: str) -> Reply:
+def safe_step(env: Environment, state: EpisodeState, text: str) -> Reply:
+    """``env.step`` whose exceptions (or a non-``Reply`` result) end the episode with reward 0 and the reason."""
     try:
         reply = env.step(state, text)
         if not isinstance(reply, Reply):
@@ -102,7 +103,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     while open_eps:
         cont: list[Episode] = []
         for ep in open_eps:
-            reply = _safe_step(env, ep.state, last_texts[id(ep)])
+            reply = safe_step(env, ep.state, last_texts[id(ep)])
             ep.state.turn += 1
             _account(ep, reply)
             if reply.done:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from rlvr.engines import SamplingParams
 from rlvr.envs import Environment
+from rlvr.rollout.episodes import safe_step
 from rlvr.tasks.benchmarks import gsm8k_worked_solution
 from rlvr.types import Problem, Sample, Verdict
 
@@ -102,14 +103,11 @@ def _failed(group: list[Sample]) -> bool:
 
 
 def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> None:
-    """One single-turn episode's outcome for ``text`` (what :func:`rlvr.rollout.episodes.run_episodes` records)."""
-    try:
-        reply = env.step(env.reset(problem), text)
-        verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
-        reward, counts = float(reply.reward), {k: v for k, v in reply.info.items() if isinstance(v, (int, float))}
-    except Exception as e:  # noqa: BLE001 - a faulty environment fails the sample, never the run
-        verdict, reward, counts = Verdict(0.0, None, reason=f"environment error: {type(e).__name__}: {e}"[:500]), \
-            0.0, {"env_errors": 1}
+    """One single-turn episode's outcome for ``text`` (what :func:`rlvr.rollout.episodes.run_episodes` records);
+    an environment that raises fails the sample, never the run (:func:`rlvr.rollout.episodes.safe_step`)."""
+    reply = safe_step(env, env.reset(problem), text)
+    verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
+    reward, counts = float(reply.reward), {k: v for k, v in reply.info.items() if isinstance(v, (int, float))}
     sample.info.update({"turn_ends": [len(sample.completion_ids)], "turn_rewards": [reward], "reward": reward,
                         "verdict": verdict, "turns": 1, "end": "done", **counts})
 

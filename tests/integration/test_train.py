@@ -96,6 +96,33 @@ def test_resume_matches_uninterrupted_run(tmp_path, tiny_tokenizer):
         assert a.get("loss", 0.0) == pytest.approx(b.get("loss", 0.0), abs=1e-6)
 
 
+
+@pytest.mark.parametrize("calls_before_interrupt", [0, 2])
+def test_interrupt_between_steps_claims_no_unrun_step(tmp_path, tiny_tokenizer, monkeypatch, calls_before_interrupt):
+    """Ctrl-C before the first step or between two steps (here: while the next step's sampling
+    state is being snapshotted) checkpoints exactly the steps whose log line was written."""
+    from rlvr.recipes.rl import RLRecipe
+
+    real, calls = RLRecipe.snapshot, []
+
+    def snapshot(self):
+        calls.append(1)
+        if len(calls) > calls_before_interrupt:
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(RLRecipe, "snapshot", snapshot)
+    with pytest.raises(TrainingInterrupted):
+        _run(tiny_tokenizer, tmp_path)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == list(range(1, calls_before_interrupt + 1))
+    ck = latest_checkpoint(tmp_path)
+    assert torch.load(ck / "state.pt", weights_only=False)["step"] == calls_before_interrupt
+    monkeypatch.setattr(RLRecipe, "snapshot", real)
+    _run(tiny_tokenizer, tmp_path, "train.resume=true")
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4]
+
+
 SCRIPT = textwrap.dedent("""
     import sys
     from rlvr.verifiers import register_verifier

@@ -561,6 +561,7 @@ class RLRecipe:
             learn = self.learn(step, scored)
             row = self.log(step, ro, scored, learn)
             self.snap = None  # the step is done: an interrupt from here on checkpoints after it
+            self.finished = step + 1
         return row
 
     def train(self) -> dict[str, Any]:
@@ -569,6 +570,7 @@ class RLRecipe:
         self.setup()
         summary = self.begin()
         step, row, self.snap = self.start_step, {}, None
+        self.finished = self.start_step  # steps whose update and log line are done
         t_start = time.perf_counter()
         try:
             self.start_worker()
@@ -591,7 +593,7 @@ class RLRecipe:
             else:
                 step = tcfg.steps
         except KeyboardInterrupt:
-            self.interrupted(step, self.snap)
+            self.interrupted(self.finished, self.snap)
         finally:
             if self.worker is not None:
                 self.worker.close()
@@ -602,9 +604,13 @@ class RLRecipe:
         self.tracker.log(periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
                                        env=self.env), step, group="heldout")
 
-    def interrupted(self, step: int, snap: tuple | None) -> None:
-        """Ctrl-C: checkpoint the last finished step (restoring the pre-step sampling state) and raise."""
-        done = step + (0 if snap is not None else 1)
+    def interrupted(self, done: int, snap: tuple | None) -> None:
+        """Ctrl-C: checkpoint after the ``done`` finished steps (restoring the pre-step sampling state) and raise.
+
+        ``done`` is counted where the step's update and log line finish, not derived from the loop
+        variable: an interrupt between two steps (or before the first) must not claim a step that
+        never ran.
+        """
         if snap is not None:
             self.restore(snap)
         if self.bar is not None:

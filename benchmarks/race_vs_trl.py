@@ -37,10 +37,11 @@ overshoot by under one step).  The untrained model is the shared checkpoint at 0
 accuracy is the training time of the first checkpoint at or above it: the granularity is budget / n
 (plus up to one step), no interpolation.  Evaluation runs after both have trained.
 
-Stopping: rlvr's loop has no wall-clock limit; a subclass of ``RLRecipe`` (the documented extension
-point) lowers ``train.max_rollouts`` to the completions generated so far once the budget is spent,
-and the loop's own budget check ends training before the next step (a ``train.max_seconds`` option
-would be the clean way).  TRL: a ``TrainerCallback`` sets ``control.should_training_stop``.
+Stopping: rlvr's own ``train.max_minutes`` is not used because its clock does not pause while the
+race saves its checkpoints; a subclass of ``RLRecipe`` (the documented extension point) keeps the
+race's clock and lowers ``train.max_rollouts`` to the completions generated so far once the budget
+is spent, and the loop's own budget check ends training before the next step.  TRL: a
+``TrainerCallback`` sets ``control.should_training_stop``.
 
 Where the time goes: rlvr logs ``gen_time`` / ``verify_time`` / ``learn_time`` (forward, backward and
 optimizer step) / ``sync_time`` (bf16 sampler copy) per step; the rest of the step time is ``other``

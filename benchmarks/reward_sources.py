@@ -59,6 +59,7 @@ ARMS = {
     "hard_hints": ("hard", ["guidance.hints=true"]),
 }
 BASELINE = {"arith": "labelled", "hard": "hard_labelled"}
+CONTRASTS = [("prm_min", "prm")]  # min-form credit (PURE) vs sum credit, the same PRM
 
 
 def run(arm: str, seed: int, steps: int, threads: int, out: Path, prm: str | None) -> dict:
@@ -149,6 +150,14 @@ def main() -> None:
                      f" ({'resolved' if dlo > 0 or dhi < 0 else 'not resolved'})")
         summary["arms"][arm] = entry
         print(line)
+    for a, b in CONTRASTS:  # the same reward with and without a safeguard, paired by seed and problem
+        common = sorted(s for x, s in by_seed if x == a and (b, s) in by_seed)
+        if common:
+            d = np.array([by_seed[(a, s)] - by_seed[(b, s)] for s in common])
+            dlo, dhi = boot(d)
+            summary["arms"][a]["minus_" + b] = {"mean": float(d.mean()), "ci": [dlo, dhi], "seeds": common}
+            print(f"{a} - {b}: {d.mean():+.1%} [{dlo:+.1%}, {dhi:+.1%}] over seeds {common}"
+                  f" ({'resolved' if dlo > 0 or dhi < 0 else 'not resolved'})")
     for arm in args.arms:
         runs = [r for r in results if r["arm"] == arm]
         pla = _mean_curve([r["pseudo_label_accuracy"] for r in runs])

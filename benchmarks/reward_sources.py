@@ -109,6 +109,15 @@ def _mean_curve(curves: list[list]) -> list[float | None]:
     return out
 
 
+def paired(by_seed: dict, a: str, b: str, seeds: list[int]) -> tuple[dict, str]:
+    """Arm ``a`` minus arm ``b``, paired by seed and problem: (summary entry, printed text)."""
+    d = np.array([by_seed[(a, s)] - by_seed[(b, s)] for s in seeds])
+    lo, hi = boot(d)
+    text = (f"{a} - {b}: {d.mean():+.1%} [{lo:+.1%}, {hi:+.1%}] over seeds {seeds}"
+            f" ({'resolved' if lo > 0 or hi < 0 else 'not resolved'})")
+    return {"mean": float(d.mean()), "ci": [lo, hi], "seeds": seeds}, text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
@@ -143,21 +152,15 @@ def main() -> None:
         line = f"{arm:<21} mean {m.mean():.1%} [{lo:.1%}, {hi:.1%}] (seeds {seeds})"
         common = [s for s in seeds if (base, s) in by_seed]
         if arm != base and common:
-            d = np.array([by_seed[(arm, s)] - by_seed[(base, s)] for s in common])  # paired by seed and problem
-            dlo, dhi = boot(d)
-            entry["minus_" + base] = {"mean": float(d.mean()), "ci": [dlo, dhi], "seeds": common}
-            line += (f"   {arm} - {base}: {d.mean():+.1%} [{dlo:+.1%}, {dhi:+.1%}] over seeds {common}"
-                     f" ({'resolved' if dlo > 0 or dhi < 0 else 'not resolved'})")
+            entry["minus_" + base], text = paired(by_seed, arm, base, common)
+            line += "   " + text
         summary["arms"][arm] = entry
         print(line)
     for a, b in CONTRASTS:  # the same reward with and without a safeguard, paired by seed and problem
         common = sorted(s for x, s in by_seed if x == a and (b, s) in by_seed)
         if common:
-            d = np.array([by_seed[(a, s)] - by_seed[(b, s)] for s in common])
-            dlo, dhi = boot(d)
-            summary["arms"][a]["minus_" + b] = {"mean": float(d.mean()), "ci": [dlo, dhi], "seeds": common}
-            print(f"{a} - {b}: {d.mean():+.1%} [{dlo:+.1%}, {dhi:+.1%}] over seeds {common}"
-                  f" ({'resolved' if dlo > 0 or dhi < 0 else 'not resolved'})")
+            summary["arms"][a]["minus_" + b], text = paired(by_seed, a, b, common)
+            print(text)
     for arm in args.arms:
         runs = [r for r in results if r["arm"] == arm]
         pla = _mean_curve([r["pseudo_label_accuracy"] for r in runs])

@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-value", type=int, default=50)
     ap.add_argument("--prm-samples", type=int, default=2, help="PRM: labelled samples per training problem")
     ap.add_argument("--rollouts", type=int, default=4, help="PRM: continuations per step prefix")
+    ap.add_argument("--objective", choices=["pointwise", "bradley_terry"], default="pointwise",
+                    help="ORM objective: pointwise BCE on verified labels, or Bradley-Terry on correct/incorrect "
+                         "pairs of the same problem")
     ap.add_argument("--lora", action="store_true", help="LoRA instead of full fine-tuning (lr 1e-4)")
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--epochs", type=int, default=1)
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
             continue
         t = time.perf_counter()
         extra = [f"samples_per_problem={args.prm_samples}", f"rollouts_per_step={args.rollouts}"] \
-            if kind == "prm" else []
+            if kind == "prm" else [f"objective={args.objective}"]
         # the PRM reuses the ORM's training samples when they exist (same problems, same seed)
         if kind == "prm" and (out / "orm" / "samples.jsonl").is_file():
             extra.append(f"samples={out / 'orm' / 'samples.jsonl'}")

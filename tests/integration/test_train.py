@@ -72,17 +72,19 @@ def test_two_steps_end_to_end(tmp_path, tiny_tokenizer):
     assert (tmp_path / "config.yaml").is_file()
 
 
-def test_resume_matches_uninterrupted_run(tmp_path, tiny_tokenizer):
-    full_model, _ = _run(tiny_tokenizer, tmp_path / "full")
+@pytest.mark.parametrize("optimizer", ["adamw", "adamw_bf16"])
+def test_resume_matches_uninterrupted_run(tmp_path, tiny_tokenizer, optimizer):
+    opt = f"train.optimizer={optimizer}"
+    full_model, _ = _run(tiny_tokenizer, tmp_path / "full", opt)
 
     def interrupt_after_two(row):
         if row["step"] == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(TrainingInterrupted):
-        _run(tiny_tokenizer, tmp_path / "split", on_step=interrupt_after_two)
+        _run(tiny_tokenizer, tmp_path / "split", opt, on_step=interrupt_after_two)
     assert latest_checkpoint(tmp_path / "split").name == "step-000002"
-    resumed_model, _ = _run(tiny_tokenizer, tmp_path / "split", "train.resume=true")
+    resumed_model, _ = _run(tiny_tokenizer, tmp_path / "split", opt, "train.resume=true")
 
     for (k, a), b in zip(full_model.state_dict().items(), resumed_model.state_dict().values()):
         assert torch.allclose(a, b, atol=1e-6), k

@@ -45,6 +45,7 @@ from rlvr.envs import build_environment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate
+from rlvr.learner.optim import make_optimizer
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.learner.update import (
     critic_value_pass,
@@ -69,7 +70,7 @@ from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
-from rlvr.utils.accounting import StepAccounting
+from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
 from rlvr.verifiers import get_verifier
 
@@ -199,6 +200,8 @@ class RLRecipe:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if tcfg.threads:
             torch.set_num_threads(tcfg.threads)
+        if tcfg.malloc_mmap_threshold and not set_malloc_mmap_threshold(tcfg.malloc_mmap_threshold):
+            log.warning("train.malloc_mmap_threshold is ignored: the C library is not glibc")
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
@@ -262,8 +265,8 @@ class RLRecipe:
 
     def setup_optimizers(self) -> None:
         cfg, tcfg = self.cfg, self.cfg.train
-        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=tcfg.lr,
-                                           betas=tuple(tcfg.betas), weight_decay=tcfg.weight_decay)
+        self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], tcfg.optimizer,
+                                        lr=tcfg.lr, betas=tcfg.betas, weight_decay=tcfg.weight_decay, seed=tcfg.seed)
         self.scheduler = make_scheduler(self.optimizer, cfg)
         if self.critic is not None:
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=cfg.algorithm.value.lr,

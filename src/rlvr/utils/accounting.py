@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Iterator
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["StepAccounting", "peak_rss_mb", "current_rss_mb", "PHASES"]
+__all__ = ["StepAccounting", "peak_rss_mb", "current_rss_mb", "set_malloc_mmap_threshold", "PHASES"]
 
 PHASES = ("generate", "verify", "learn", "sync", "wait")
 _FIELD = {"generate": "gen_time", "verify": "verify_time", "learn": "learn_time", "sync": "sync_time",
@@ -140,3 +140,24 @@ class StepAccounting:
         if self.on_cuda:
             out["cuda_peak_mb"] = self._cuda().max_memory_allocated(self.device) / (1024 * 1024)
         return out
+
+
+def set_malloc_mmap_threshold(nbytes: int) -> bool:
+    """Ask glibc to serve allocations of at least ``nbytes`` with ``mmap`` (``mallopt(M_MMAP_THRESHOLD)``).
+
+    Such blocks go back to the operating system when freed. By default glibc raises the threshold as large
+    blocks are freed, after which the learner's per-step activations (hundreds of MB, freed every step)
+    stay in the heap and fragment it: the demo's resident set crept from 5.4 to 6.6 GB over 11 steps. Same
+    effect as starting the process with ``MALLOC_MMAP_THRESHOLD_=nbytes``; affects later allocations only.
+    Returns False (and changes nothing) where the C library is not glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    M_MMAP_THRESHOLD = -3
+    return bool(mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(int(nbytes))))

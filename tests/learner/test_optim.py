@@ -130,3 +130,16 @@ def test_malloc_mmap_threshold_is_applied_on_glibc():
     ok = set_malloc_mmap_threshold(1 << 20)
     assert ok == (platform.libc_ver()[0] == "glibc")
     set_malloc_mmap_threshold(128 * 1024)  # glibc's initial default: leave the test process as it was
+
+
+def test_chunked_update_equals_whole_tensor_update_on_the_first_step():
+    # the first step's update uses the unrounded moments, so slicing changes nothing but the rounding draws
+    torch.manual_seed(0)
+    init, grad = torch.randn(64, 100), torch.randn(64, 100)
+    out = []
+    for chunk in (1 << 20, 999):
+        w = torch.nn.Parameter(init.clone())
+        w.grad = grad.clone()
+        AdamWBF16State([w], lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1, chunk=chunk).step()
+        out.append(w.detach())
+    assert torch.equal(out[0], out[1]) and not torch.equal(out[0], init)

@@ -50,16 +50,19 @@ class AdamWBF16State(torch.optim.Optimizer):
 
     then ``m`` and ``v`` are stored back in bfloat16 with :func:`fp32_to_bf16_stochastic`. Parameters
     and gradients keep their own dtype (float32 master weights). ``seed`` makes the rounding
-    reproducible: the generator's state is part of ``state_dict`` so a resumed run continues it.
+    reproducible: the generator's state is part of ``state_dict`` so a resumed run continues it. Large
+    parameters are updated ``chunk`` elements at a time, so the float32 temporaries stay a few MB instead
+    of several copies of the 113 MB embedding matrix.
     """
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0):
+                 eps: float = 1e-8, weight_decay: float = 0.0, seed: int = 0, chunk: int = 1 << 20):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"invalid AdamW hyper-parameters: lr={lr}, betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
         self.generator = torch.Generator().manual_seed(seed)
+        self.chunk = chunk
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -80,19 +83,28 @@ class AdamWBF16State(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p, dtype=torch.bfloat16)
                     state["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.bfloat16)
                 state["step"] += 1
-                t = state["step"]
-                g = p.grad.float()
-                m = state["exp_avg"].float().lerp_(g, 1 - b1)
-                v = state["exp_avg_sq"].float().lerp_(g.square(), 1 - b2)
                 gen = self.generator if p.device.type == "cpu" else None
-                state["exp_avg"].copy_(fp32_to_bf16_stochastic(m, gen))
-                state["exp_avg_sq"].copy_(fp32_to_bf16_stochastic(v, gen))
-                denom = v.div_(1 - b2 ** t).sqrt_().add_(eps)
-                update = m.div_(1 - b1 ** t).div_(denom)
-                if wd:
-                    p.mul_(1 - lr * wd)
-                p.add_(update.to(p.dtype), alpha=-lr)
+                if p.is_contiguous() and p.grad.is_contiguous():  # a slice at a time: small fp32 temporaries
+                    views = (p.view(-1), p.grad.view(-1), state["exp_avg"].view(-1), state["exp_avg_sq"].view(-1))
+                    for s in range(0, p.numel(), self.chunk):
+                        self._update(*(v[s:s + self.chunk] for v in views), state["step"], lr, b1, b2, eps, wd, gen)
+                else:
+                    self._update(p, p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"], lr, b1, b2, eps,
+                                 wd, gen)
         return loss
+
+    @staticmethod
+    def _update(p, grad, exp_avg, exp_avg_sq, t, lr, b1, b2, eps, wd, gen) -> None:
+        g = grad.float()
+        m = exp_avg.float().lerp_(g, 1 - b1)
+        v = exp_avg_sq.float().lerp_(g.square(), 1 - b2)
+        exp_avg.copy_(fp32_to_bf16_stochastic(m, gen))
+        exp_avg_sq.copy_(fp32_to_bf16_stochastic(v, gen))
+        denom = v.div_(1 - b2 ** t).sqrt_().add_(eps)
+        update = m.div_(1 - b1 ** t).div_(denom)
+        if wd:
+            p.mul_(1 - lr * wd)
+        p.add_(update.to(p.dtype), alpha=-lr)
 
     def state_dict(self):
         sd = super().state_dict()

@@ -168,6 +168,41 @@ def test_bf16_sampler_copy_follows_the_learner(tiny_model, tiny_tokenizer):
     assert torch.allclose(torch.tensor(s.logprobs), ref, atol=0.1)
 
 
+def test_sleep_frees_the_sampler_copy_and_sync_refills_it_exactly(tiny_model, tiny_tokenizer):
+    awake = HFEngine(tiny_model, tiny_tokenizer, dtype=torch.bfloat16)
+    sleepy = HFEngine(tiny_model, tiny_tokenizer, dtype=torch.bfloat16)
+    nbytes = sum(p.numel() * p.element_size() for p in sleepy.model.parameters())
+    assert sleepy.sleep() and sleepy.sleeping
+    assert sum(p.numel() * p.element_size() for p in sleepy.model.parameters()) == 0 < nbytes
+    with pytest.raises(RuntimeError, match="asleep"):
+        sleepy.generate(PROBLEMS, SamplingParams(n=1, max_new_tokens=2))
+    with torch.no_grad():  # the learner step
+        for p in tiny_model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    awake.sync_weights(tiny_model)
+    sleepy.sync_weights(tiny_model)
+    assert not sleepy.sleeping
+    for a, b in zip(awake.model.state_dict().values(), sleepy.model.state_dict().values()):
+        assert torch.equal(a, b)
+    params = SamplingParams(n=3, max_new_tokens=6, temperature=1.0, seed=5)
+    assert [(s.completion_ids, s.logprobs) for g in awake.generate(PROBLEMS, params) for s in g] == \
+        [(s.completion_ids, s.logprobs) for g in sleepy.generate(PROBLEMS, params) for s in g]
+    # tied input/output embeddings stay one tensor after the round trip
+    emb, head = sleepy.model.get_input_embeddings(), sleepy.model.get_output_embeddings()
+    assert (emb.weight is head.weight) == (tiny_model.get_input_embeddings().weight is
+                                           tiny_model.get_output_embeddings().weight)
+    # sampling from the policy itself: nothing to free
+    assert HFEngine(tiny_model, tiny_tokenizer).sleep() is False
+
+
+def test_sleep_while_learning_needs_the_in_process_hf_engine():
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(Exception, match="sleep_while_learning"):
+        load_config(RunConfig, None, ["rollout.sleep_while_learning=true", "rollout.engine=vllm"])
+
+
 def _count_fed_tokens(model):
     """Wrap ``model.forward`` to count the input positions it is fed (padding included)."""
     fed = []

@@ -437,3 +437,19 @@ def test_every_step_logs_the_verdict_histogram_and_hack_flags(tmp_path, tiny_tok
     assert all(r["hack/flags"] == 0.0 and "hack/restatement_share" in r for r in rows)
     state = torch.load(latest_checkpoint(tmp_path) / "state.pt", weights_only=False)
     assert state["hack_monitor"]["steps"] == 2  # checkpointed, so a resumed run keeps its rolling window
+
+
+def test_sleep_while_learning_changes_no_number(tmp_path, tiny_tokenizer):
+    """Freeing the bf16 sampler copy during the learner step and refilling it at the sync: same run, bit for bit."""
+    timing = {"tokens_per_s", "step_time", "gen_time", "learn_time", "verify_time", "sync_time", "wait_time",
+              "peak_rss_mb", "rss_mb", "time"}
+    base, _ = _run(tiny_tokenizer, tmp_path / "a", "rollout.dtype=bfloat16", "train.steps=3")
+    slept, _ = _run(tiny_tokenizer, tmp_path / "b", "rollout.dtype=bfloat16", "train.steps=3",
+                    "rollout.sleep_while_learning=true")
+    ra, rb = read_metrics(tmp_path / "a" / "metrics.jsonl"), read_metrics(tmp_path / "b" / "metrics.jsonl")
+    assert len(ra) == len(rb) == 3 and any(r["learner_seqs"] > 0 for r in ra)
+    for a, b in zip(ra, rb):
+        assert {k: v for k, v in a.items() if k not in timing and not k.endswith("_s")} == \
+            {k: v for k, v in b.items() if k not in timing and not k.endswith("_s")}
+    for a, b in zip(base.state_dict().values(), slept.state_dict().values()):
+        assert torch.equal(a, b)

@@ -124,6 +124,8 @@ class HFEngine:
             from rlvr.models.frozen import frozen_copy
 
             self.model = frozen_copy(model, dtype)
+        self._own_copy = self.model is not model and not self._lora_merged
+        self._asleep: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.cache_bytes = cache_bytes
@@ -137,6 +139,8 @@ class HFEngine:
 
     def sync_weights(self, model) -> None:
         """Sample from ``model``'s current weights: share the module, or copy into the low-precision copy."""
+        if self._asleep is not None:
+            self._wake_up()
         if self.model is model:
             return
         if self._lora_merged:
@@ -150,6 +154,31 @@ class HFEngine:
         with torch.no_grad():
             for dst, src in zip(self.model.state_dict().values(), model.state_dict().values()):
                 dst.copy_(src)
+
+    @property
+    def sleeping(self) -> bool:
+        return self._asleep is not None
+
+    def sleep(self) -> bool:
+        """Free the sampler's own low-precision copy of the weights until the next :meth:`sync_weights`.
+
+        The learner does not need it, and on CPU it is 0.27 GB of the 135M model's peak (the bf16 copy
+        beside fp32 weights). The parameters' storage is released and the modules kept; ``sync_weights``
+        reallocates and refills them with the same ``copy_`` as always, so sampling is bit-for-bit what it
+        would have been (vLLM's sleep mode is the GPU counterpart). A no-op, returning False, when the engine
+        samples from the policy itself or from a merged LoRA copy.
+        """
+        if not self._own_copy or self._asleep is not None:
+            return False
+        self._asleep = [(p, p.shape) for p in self.model.parameters()]
+        for p, _ in self._asleep:
+            p.data = torch.empty(0, dtype=p.dtype, device=p.device)
+        return True
+
+    def _wake_up(self) -> None:
+        for p, shape in self._asleep:
+            p.data = torch.empty(shape, dtype=p.dtype, device=p.device)
+        self._asleep = None
 
     # ------------------------------------------------------------------ public
     def prefix_cache(self) -> PrefixCache:
@@ -218,6 +247,8 @@ class HFEngine:
         Row ``i`` is laid out as ``[pad | stored prefix | pad | rest of prompt]``: the
         attention mask hides the pads and the position ids count only real tokens.
         """
+        if self._asleep is not None:
+            raise RuntimeError("HFEngine.generate while asleep: call sync_weights(model) after the learner step first")
         model = self.model
         device = next(model.parameters()).device
         layers = model.config.get_text_config().num_hidden_layers

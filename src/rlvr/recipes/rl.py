@@ -452,6 +452,8 @@ class RLRecipe:
         """The policy (and critic) update, the LR schedules, the weight sync and any reference reset."""
         alg = self.cfg.algorithm
         with self.acct.phase("learn"):
+            if self.cfg.rollout.sleep_while_learning:
+                self.engine.sleep()  # refilled by sync_weights below
             learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
                                   critic=self.critic, critic_optimizer=self.critic_optimizer,
                                   train_policy=step >= alg.value.warmup_steps or self.critic is None)

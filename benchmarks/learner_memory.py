@@ -29,6 +29,10 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _demo import MEMORY_OPTIONS_OFF  # noqa: E402
 
 VARIANTS = {  # name -> config overrides
     "full": [],
@@ -82,7 +86,7 @@ def child(overrides: list[str], steps: int, prompts: int) -> None:
     from rlvr.models import load_policy
     from rlvr.recipes.config import RunConfig
 
-    cfg = load_config(RunConfig, "configs/arithmetic_grpo.yaml", overrides)
+    cfg = load_config(RunConfig, "configs/arithmetic_grpo.yaml", [*MEMORY_OPTIONS_OFF, *overrides])
     torch.manual_seed(0)
     model, tok = load_policy(cfg.model.name)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas))

@@ -25,6 +25,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
+from _demo import MEMORY_OPTIONS_OFF  # noqa: E402
 
 VARIANTS = {
     "padded-full": ["train.micro_batch_size=16"],
@@ -66,7 +67,7 @@ def main() -> None:
     metrics = {}
     for _ in range(args.repeats):
         for v in args.variants:
-            cfg = load_config(RunConfig, "configs/arithmetic_grpo.yaml", VARIANTS[v])
+            cfg = load_config(RunConfig, "configs/arithmetic_grpo.yaml", [*MEMORY_OPTIONS_OFF, *VARIANTS[v]])
             base.load_state_dict(state)  # every variant steps from the same weights
             opt = torch.optim.AdamW(base.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
             t0 = time.perf_counter()

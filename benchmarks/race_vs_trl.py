@@ -89,10 +89,14 @@ import json
 import os
 import platform
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _demo import MEMORY_OPTIONS_OFF  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = ROOT / "configs" / "arithmetic_grpo.yaml"
@@ -237,6 +241,7 @@ def demo_config(out: Path, args, extra: list[str] = ()):
     from rlvr.recipes.config import RunConfig
 
     return load_config(RunConfig, DEMO_CONFIG, [
+        *MEMORY_OPTIONS_OFF,  # the fp32-AdamW learner the race was recorded with (see _demo.py)
         f"train.output_dir={out}", "train.steps=1000000", "train.save_every=0", "train.progress=false",
         f"train.threads={args.threads}", "eval.before_training=false", "eval.after_training=false",
         f"eval.num_problems={args.eval_problems}", "model.device=cpu", *extra])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,7 @@ def run(arm: str, seed: int, steps: int, threads: int, out: Path) -> dict:
         cfg = load_config(RunConfig, None, BASE + ARMS[arm] + [
             f"train.steps={steps}", f"train.seed={seed}", f"train.threads={threads}", f"train.output_dir={d}"])
         train(cfg)
+        shutil.rmtree(d / "checkpoints", ignore_errors=True)  # ~1 GB each; the results are what we keep
     res = json.loads(done.read_text())["greedy"]
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
     return {"arm": arm, "seed": seed, "accuracy": res["accuracy"], "ci": [res["ci_low"], res["ci_high"]],

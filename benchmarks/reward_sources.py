@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +82,7 @@ def run(arm: str, seed: int, steps: int, threads: int, out: Path, prm: str | Non
             f"eval.before_training={'true' if arm == BASELINE[task] and seed == 0 else 'false'}"]
         cfg = load_config(RunConfig, None, BASE + TASKS[task] + over)
         train(cfg)
+        shutil.rmtree(d / "checkpoints", ignore_errors=True)  # ~1 GB each; the results are what we keep
     res = json.loads(done.read_text())["greedy"]
     rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
     before = d / "eval_before.json"

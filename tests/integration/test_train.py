@@ -453,3 +453,4 @@ def test_sleep_while_learning_changes_no_number(tmp_path, tiny_tokenizer):
             {k: v for k, v in b.items() if k not in timing and not k.endswith("_s")}
     for a, b in zip(base.state_dict().values(), slept.state_dict().values()):
         assert torch.equal(a, b)
+    assert all(p.grad is None for p in slept.parameters())  # freed after the last step, not kept until the next

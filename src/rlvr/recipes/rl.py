@@ -457,6 +457,11 @@ class RLRecipe:
             learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
                                   critic=self.critic, critic_optimizer=self.critic_optimizer,
                                   train_policy=step >= alg.value.warmup_steps or self.critic is None)
+            # free the gradients now, not at the next step's zero_grad: they would sit through the weight sync,
+            # generation and evaluation (0.54 GB for the 135M model in fp32); update_policy leaves them for callers
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.critic_optimizer is not None:
+                self.critic_optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
             if self.critic_scheduler is not None:
                 self.critic_scheduler.step()

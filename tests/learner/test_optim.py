@@ -143,3 +143,11 @@ def test_chunked_update_equals_whole_tensor_update_on_the_first_step():
         AdamWBF16State([w], lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1, chunk=chunk).step()
         out.append(w.detach())
     assert torch.equal(out[0], out[1]) and not torch.equal(out[0], init)
+
+
+def test_bf16_moments_are_refused_with_fsdp():
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(Exception, match="adamw_bf16 is not supported with distributed.fsdp"):
+        load_config(RunConfig, None, ["train.optimizer=adamw_bf16", "distributed.fsdp=true"])

@@ -386,6 +386,9 @@ class RunConfig(ConfigModel):
         if self.rollout.sleep_while_learning and (self.rollout.engine != "hf" or self.distributed.backend != "none"):
             raise ValueError("rollout.sleep_while_learning frees the in-process HF engine's copy of the weights: it "
                              "needs rollout.engine=hf and distributed.backend=none (vLLM: rollout.vllm_sleep)")
+        if self.train.optimizer == "adamw_bf16" and self.distributed.fsdp:
+            raise ValueError("train.optimizer=adamw_bf16 is not supported with distributed.fsdp (its sharded "
+                             "DTensor parameters are untested there): use train.optimizer=adamw")
         if self.distributed.backend == "ray":
             from rlvr.distributed.engine_factory import RAY_ENGINES
 

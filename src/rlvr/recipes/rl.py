@@ -45,8 +45,8 @@ from rlvr.envs import build_environment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate
-from rlvr.learner.optim import make_optimizer
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlvr.learner.optim import make_optimizer
 from rlvr.learner.update import (
     critic_value_pass,
     deferred_interrupts,

@@ -140,6 +140,21 @@ def test_single_turn_environment_is_the_plain_sampling_path():
             assert b.info["turns"] == 1 and b.info["reward"] == float(b.info["verdict"].correct)
 
 
+@pytest.mark.parametrize("env", ["single_turn", "tools", "retry"])
+def test_partial_credit_reaches_the_reward(env):
+    """A verifier's fractional score (``partial=True`` code/instruction verifiers, reasoning-gym) is the reward,
+    not rounded to correct/wrong: the environments once paid 1.0 for any score above 0."""
+    from rlvr.envs import ENVIRONMENTS
+
+    tok = make_tokenizer()
+    verifier = lambda text, ref: Verdict(0.25, None, "1/4 constraints met")  # noqa: E731
+    params = {"tools": {"tools": ["calculator"], "max_turns": 2}, "retry": {"attempts": 2}}.get(env, {})
+    environment = ENVIRONMENTS.build(env, verifier, tok, **params)
+    state = environment.reset(_problems(1)[0])
+    reply = environment.step(state, "the answer is 12")
+    assert reply.done and reply.reward == 0.25
+
+
 def test_limits_end_episodes_max_turns_and_tokens():
     tok = make_tokenizer()
     _, eng = _engine(tok)

@@ -12,9 +12,9 @@ __all__ = ["RetryEnvironment"]
 class RetryEnvironment(Environment):
     """Up to ``attempts`` answers; each wrong one is answered with ``feedback`` as a user message.
 
-    Reward ``discount ** k`` for a correct answer at attempt ``k`` (0-based), 0 if
-    every attempt is wrong: a second-attempt success is worth less than a first
-    one, so the policy is not paid to answer carelessly first (the unary-feedback
+    Reward ``discount ** k`` x the verdict's score (1 for binary verifiers) for a
+    correct answer at attempt ``k`` (0-based), 0 if every attempt is wrong: a
+    second-attempt success is worth less than a first one, so the policy is not paid to answer carelessly first (the unary-feedback
     setting of Liu et al. 2025, "A simple 'try again' can elicit multi-turn LLM
     reasoning").  ``info`` records ``correct_at_turn_k`` for accuracy per attempt.
     """
@@ -33,7 +33,7 @@ class RetryEnvironment(Environment):
         verdict = safe_verify(self.verifier, text, state.problem.answer)
         info = {f"correct_at_turn_{k + 1}": float(verdict.correct)}
         if verdict.correct:
-            return Reply(done=True, reward=self.discount ** k, verdict=verdict, info=info)
+            return Reply(done=True, reward=self.discount ** k * float(verdict.score), verdict=verdict, info=info)
         if k + 1 >= self.limits.max_turns:
             return Reply(done=True, reward=0.0, verdict=verdict, info=info)
         return Reply(observation=self.feedback, role="user", info=info)

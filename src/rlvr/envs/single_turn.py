@@ -10,7 +10,11 @@ __all__ = ["SingleTurnEnvironment"]
 
 
 class SingleTurnEnvironment(Environment):
-    """One completion per episode, scored by ``verifier(text, problem.answer)``; reward 1 if correct.
+    """One completion per episode, scored by ``verifier(text, problem.answer)``; the reward is the verdict's score.
+
+    For binary verifiers that is 1 if correct and 0 if not; verifiers with partial
+    credit (``partial=True`` code and instruction verifiers, reasoning-gym's scores)
+    pass their fraction through rather than having it rounded to correct/wrong.
 
     The episode's first messages are the problem's own, so the engine renders
     exactly the prompt it renders for the bare task; training and evaluation on
@@ -27,7 +31,7 @@ class SingleTurnEnvironment(Environment):
 
     def step(self, state: EpisodeState, text: str) -> Reply:
         verdict = safe_verify(self.verifier, text, state.problem.answer)
-        return Reply(done=True, reward=1.0 if verdict.correct else 0.0, verdict=verdict)
+        return Reply(done=True, reward=float(verdict.score), verdict=verdict)
 
 
 @ENVIRONMENTS.register("single_turn", doc="one completion scored by reward.verifier (the task as it is: the default)")

@@ -36,9 +36,9 @@ CALCULATOR_EXAMPLE = [
 class ToolEnvironment(Environment):
     """Episodes in which the policy may call ``tools`` up to ``max_turns - 1`` times before answering.
 
-    Reward: the verifier's verdict on the final answer (the last turn that calls no
-    tool), 1 if correct.  A malformed call (unknown tool, bad arguments, bad JSON)
-    or a failing tool is answered with an ``error: ...`` observation and the episode
+    Reward: the verifier's score of the final answer (the last turn that calls no
+    tool): 1 if correct for binary verifiers, partial credit passed through.  A
+    malformed call (unknown tool, bad arguments, bad JSON) or a failing tool is answered with an ``error: ...`` observation and the episode
     goes on; so does a call that times out.  ``info`` counts ``tool_calls`` and
     ``tool_errors``.
     """
@@ -75,7 +75,7 @@ class ToolEnvironment(Environment):
                 return Reply(observation=f"<result>{result}</result>\n", role="inline", info=info)
             return Reply(observation=result, role="tool", info=info)
         verdict = safe_verify(self.verifier, text, state.problem.answer)
-        return Reply(done=True, reward=1.0 if verdict.correct else 0.0, verdict=verdict,
+        return Reply(done=True, reward=float(verdict.score), verdict=verdict,
                      info={"tool_calls": 0, "tool_errors": 0})  # counted even for episodes without a call
 
     def close(self, state: EpisodeState, reason: str) -> Reply:

@@ -76,7 +76,7 @@ def time_trl(model_path: str, args) -> list[float]:
     return times[1:]
 
 
-def time_rlvr(model_path: str, args) -> list[float]:
+def time_rlvr(model_path: str, args, split: dict | None = None) -> list[float]:
     from rlvr.config import load_config
     from rlvr.models import load_policy
     from rlvr.recipes.config import RunConfig
@@ -96,7 +96,12 @@ def time_rlvr(model_path: str, args) -> list[float]:
             f"train.autocast={'bfloat16' if args.precision == 'bf16' else 'none'}", *args.rlvr_set])
         train(cfg, model=model, tokenizer=tok, problems=(problems, []),
               verifier=lambda c, r: Verdict(digit_fraction(c), None, "digit fraction"),
-              on_step=lambda row: times.append(row["step_time"]))
+              on_step=lambda row: (times.append(row["step_time"]),
+                                   split is not None and split.setdefault("rows", []).append(row)))
+    if split is not None:  # where rlvr's timed steps went: sampling, learner, rows learned from
+        rows = split.pop("rows")[1:]
+        for k in ("gen_time", "learn_time", "learner_seqs"):
+            split[k] = statistics.median(float(r.get(k, 0.0)) for r in rows)
     return times[1:]
 
 
@@ -120,16 +125,20 @@ def main() -> None:
     for precision in (["fp32", "bf16"] if args.precision == "both" else [args.precision]):
         args.precision = precision
         torch.manual_seed(0)
-        rlvr_times = time_rlvr(path, args)
+        split: dict = {}
+        rlvr_times = time_rlvr(path, args, split)
         trl_times = time_trl(path, args)
-        rows.append((precision, statistics.median(trl_times), statistics.median(rlvr_times), trl_times, rlvr_times))
+        rows.append((precision, statistics.median(trl_times), statistics.median(rlvr_times), trl_times, rlvr_times,
+                     split))
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"trl {trl.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
           f"{args.steps} timed steps; rlvr overrides: {' '.join(args.rlvr_set) or '(none)'}")
-    for precision, t, r, trl_times, rlvr_times in rows:
+    for precision, t, r, trl_times, rlvr_times, split in rows:
         print(f"[{precision}] TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
-        print(f"[{precision}] rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)})")
+        print(f"[{precision}] rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)}; "
+              f"median generate {split['gen_time']:.2f} s, learner {split['learn_time']:.2f} s on "
+              f"{split['learner_seqs']:.0f} of {args.group} sequences)")
         print(f"[{precision}] ratio rlvr / TRL: {r / t:.2f}x")
 
 

@@ -12,6 +12,10 @@ variant (the padded anchor) measured in the same run.
 
     python benchmarks/learner_packing.py                         # padded vs packed, chunked log-probs
     python benchmarks/learner_packing.py --variants padded packed padded-bf16 packed-bf16
+    python benchmarks/learner_packing.py --variants padded packed shared   # + one copy of each group's prompt
+
+Tokens/s always counts the unshared real tokens, so a variant that computes fewer
+(``shared``: each group's prompt once) shows its saving as a higher rate.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ VARIANTS = {
     "packed": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256"],
     "packed-2048": ["train.micro_batch_tokens=2048", "train.logprob_chunk_size=256"],
     "packed-full": ["train.micro_batch_tokens=1024"],
+    "shared": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256", "train.share_prompts=true"],
+    "shared-ckpt": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256", "train.share_prompts=true",
+                    "train.activation_checkpointing=true"],
     "packed-ckpt": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256",
                     "train.activation_checkpointing=true"],
     "packed-bf16-ckpt": ["train.micro_batch_tokens=1024", "train.logprob_chunk_size=256", "train.autocast=bfloat16",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 from conftest import make_model
-from rlvr.learner.batching import collate, pack_rows, packed_logprobs, policy_logprobs, token_budget_chunks
+from rlvr.learner.batching import (collate, completion_start, pack_rows, pack_rows_shared, packed_logprobs,
+                                   policy_logprobs, prompt_keys, token_budget_chunks)
 from rlvr.types import Sample
 
 
@@ -36,16 +39,63 @@ def test_token_budget_chunks():
     assert [c.tolist() for c in chunks] == [[0], [1, 2], [3], [4]]
 
 
+def _grouped_samples(seed=0, groups=(3, 1, 2)):
+    """GRPO-shaped rows: ``groups[k]`` completions of prompt k (prompts of different lengths)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for k, n in enumerate(groups):
+        prompt = torch.randint(4, 60, (int(torch.randint(3, 9, (1,), generator=g)),), generator=g).tolist()
+        for j in range(n):
+            c = int(torch.randint(1, 8, (1,), generator=g))
+            out.append(Sample(f"p{k}", prompt, torch.randint(4, 60, (c,), generator=g).tolist(), [-1.0] * c, "",
+                              "stop", j))
+    return out
+
+
+def test_pack_rows_shared_layout_mask_and_sources():
+    # rows 0 and 1 share the prompt [5, 6]; row 2 has its own prompt [9]
+    ids = torch.tensor([[0, 5, 6, 7, 8], [0, 5, 6, 3, 0], [0, 0, 9, 4, 0]])
+    am = torch.tensor([[0, 1, 1, 1, 1], [0, 1, 1, 1, 0], [0, 0, 1, 1, 0]])
+    packed, pos, allowed, src, rows, cols = pack_rows_shared(ids, am, start=3)
+    assert packed.tolist() == [[5, 6, 7, 8, 3, 9, 4]]  # the shared prompt once, then both completions
+    assert pos.tolist() == [[0, 1, 2, 3, 2, 0, 1]]  # each completion continues its prompt's positions
+    assert rows.tolist() == [0, 0, 1, 2] and cols.tolist() == [3, 4, 3, 3]
+    assert src.tolist() == [1, 2, 1, 5]  # both rows' first tokens are predicted by the shared last prompt token
+    expect = torch.tensor([  # token i (row) may attend to token j (column)
+        [1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0, 0],
+        [1, 1, 1, 0, 0, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0],
+        [1, 1, 0, 0, 1, 0, 0],  # row 1's completion: the prompt and itself, not row 0's tokens
+        [0, 0, 0, 0, 0, 1, 0],
+        [0, 0, 0, 0, 0, 1, 1]], dtype=torch.bool)
+    assert torch.equal(allowed, expect)
+
+
+def test_token_budget_chunks_count_a_shared_prompt_once():
+    ids = torch.tensor([[5, 6, 7, 8], [5, 6, 3, 0], [5, 6, 4, 4], [9, 9, 1, 1]])
+    am = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]])
+    shared = prompt_keys(ids, am, 2)
+    assert shared[1].tolist() == [2, 2, 2, 2] and shared[0][0] == shared[0][2] != shared[0][3]
+    # 4 + (3 - 2) + (4 - 2) = 7 tokens fit a budget of 7; the fourth row has a new prompt
+    chunks = token_budget_chunks(torch.arange(4), am.sum(1), 7, shared)
+    assert [c.tolist() for c in chunks] == [[0, 1, 2], [3]]
+    assert [c.tolist() for c in token_budget_chunks(torch.arange(4), am.sum(1), 7)] == [[0, 1], [2], [3]]
+
+
 @pytest.mark.parametrize("chunk", [0, 3])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_packed_equals_padded_values_and_gradients(tiny_tokenizer, chunk, attn):
+@pytest.mark.parametrize("share", [False, True])
+def test_packed_equals_padded_values_and_gradients(tiny_tokenizer, chunk, attn, share):
     model = make_model(tiny_tokenizer)
     model.config._attn_implementation = attn
-    b = collate(_samples(), torch.ones(5), tiny_tokenizer.pad_token_id)
+    samples = _grouped_samples() if share else _samples()
+    b = collate(samples, torch.ones(len(samples)), tiny_tokenizer.pad_token_id)
     start = int(b.completion_mask.any(0).nonzero()[0])
     mask = b.completion_mask[:, start:]
     res = []
-    for fn in (policy_logprobs, packed_logprobs):
+    packed = functools.partial(packed_logprobs, share_prompts=share)
+    for fn in (policy_logprobs, packed):
         model.zero_grad(set_to_none=True)
         logp, ent, hidden = fn(model, b.input_ids, b.attention_mask, start, 0.8, with_entropy=True,
                                entropy_grad=True, return_hidden=True, chunk_size=chunk)
@@ -63,20 +113,35 @@ def test_update_policy_packed_matches_padded(tiny_tokenizer):
     from rlvr.learner.update import update_policy
     from rlvr.recipes.config import RunConfig
 
-    samples = _samples(seed=1, n=6)
+    samples = _grouped_samples(seed=1, groups=(2, 3, 1))
     b = collate(samples, torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0]), tiny_tokenizer.pad_token_id)
     b.sampler_logprobs[:] = 0
     out = []
-    for extra in ([], ["train.micro_batch_tokens=20", "train.logprob_chunk_size=4"]):
+    for extra in ([], ["train.micro_batch_tokens=20", "train.logprob_chunk_size=4"],
+                  ["train.micro_batch_tokens=20", "train.share_prompts=true"]):
         cfg = load_config(RunConfig, None, ["train.micro_batch_size=2", "train.lr=1e-2", *extra])
         model = make_model(tiny_tokenizer)
         opt = torch.optim.SGD(model.parameters(), lr=1e-2)  # AdamW would amplify rounding in ~0 gradients
         m = update_policy(model, opt, b, cfg)
         out.append((m, [p.grad.clone() for p in model.parameters()]))
-    for k in ("loss", "grad_norm", "logprob_mismatch", "entropy", "learner_tokens"):
-        assert out[0][0][k] == pytest.approx(out[1][0][k], rel=1e-4, abs=1e-6), k
-    for p, q in zip(out[0][1], out[1][1]):  # the accumulated (clipped) gradients
-        torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+    for other in out[1:]:
+        for k in ("loss", "grad_norm", "logprob_mismatch", "entropy", "learner_tokens"):
+            assert out[0][0][k] == pytest.approx(other[0][k], rel=1e-4, abs=1e-6), k
+        for p, q in zip(out[0][1], other[1]):  # the accumulated (clipped) gradients
+            torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+
+
+def test_share_prompts_config_and_kernel_checks(tiny_tokenizer):
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(Exception, match="micro_batch_tokens"):
+        load_config(RunConfig, None, ["train.share_prompts=true"])
+    model = make_model(tiny_tokenizer)
+    model.config._attn_implementation = "flash_attention_2"
+    b = collate(_grouped_samples(), torch.ones(6), tiny_tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="sdpa or eager"):
+        packed_logprobs(model, b.input_ids, b.attention_mask, completion_start(b), share_prompts=True)
 
 
 def test_activation_checkpointing_same_gradients(tiny_tokenizer):

@@ -20,7 +20,8 @@ from rlvr.algorithms.logprobs import fused_linear_logprobs
 from rlvr.models.value_head import lm_head_inputs
 from rlvr.types import Batch, Sample
 
-__all__ = ["collate", "policy_logprobs", "chunked_head", "pack_rows", "token_budget_chunks", "packed_logprobs"]
+__all__ = ["collate", "policy_logprobs", "chunked_head", "pack_rows", "pack_rows_shared", "prompt_keys",
+           "token_budget_chunks", "packed_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -149,22 +150,38 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     return logp, ent
 
 
-def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int) -> list[torch.Tensor]:
+def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int,
+                        shared: tuple[list, torch.Tensor] | None = None) -> list[torch.Tensor]:
     """Split ``rows`` (in order) into micro-batches of at most ``budget`` tokens (``lengths[i]`` for row i).
 
-    A row longer than the budget gets a micro-batch of its own.
+    A row longer than the budget gets a micro-batch of its own.  With ``shared =
+    (keys, prompt_lengths)`` (:func:`prompt_keys`) rows whose prompt is already in
+    the micro-batch cost only their completion: the packing of
+    :func:`pack_rows_shared` carries each distinct prompt once.
     """
-    chunks, cur, used = [], [], 0
+    chunks, cur, used, seen = [], [], 0, set()
     for r in rows.tolist():
         n = int(lengths[r])
+        if shared is not None and shared[0][r] in seen:
+            n -= int(shared[1][r])
         if cur and used + n > budget:
             chunks.append(torch.tensor(cur, dtype=torch.long))
-            cur, used = [], 0
+            cur, used, seen = [], 0, set()
+            n = int(lengths[r])
         cur.append(r)
         used += n
+        if shared is not None:
+            seen.add(shared[0][r])
     if cur:
         chunks.append(torch.tensor(cur, dtype=torch.long))
     return chunks
+
+
+def prompt_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int) -> tuple[list, torch.Tensor]:
+    """``(keys, lengths)``: each row's prompt (its real tokens before column ``start``) as a hashable key, and its length."""
+    am = attention_mask[:, :start].bool()
+    keys = [tuple(input_ids[i, :start][am[i]].tolist()) for i in range(input_ids.shape[0])]
+    return keys, am.sum(1)
 
 
 def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
@@ -190,20 +207,94 @@ def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int)
     return ids, pos[None].to(input_ids.device), src, rows, cols
 
 
+def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """:func:`pack_rows` with rows that have the same prompt sharing one copy of it, plus the attention mask.
+
+    The packed row holds, for each distinct prompt (in order of first appearance),
+    the prompt once and then the completion of every row that has it.  Returns
+    ``(ids [1, L], position_ids [1, L], allowed [L, L] bool, src, rows, cols)``:
+    token ``i`` may attend to token ``j`` when both belong to the same prompt
+    group, ``j <= i``, and ``j`` is a prompt token or a token of ``i``'s own row.
+    Position ids count from 0 at the prompt and go on through each completion, so
+    every completion sees exactly the positions and keys it would see unpacked:
+    the shared-prefix forward of Prefix Grouper (Liu et al. 2025, "Prefix
+    Grouper: Efficient GRPO Training through Shared-Prefix Forward").  A group of
+    G completions of a P-token prompt costs ``P + sum(C_i)`` tokens instead of
+    ``G * P + sum(C_i)``.  ``src`` is where each target's prediction lands: the
+    first completion token of every row of a group is predicted by the one shared
+    last prompt token.
+    """
+    am = attention_mask.bool()
+    keys, _ = prompt_keys(input_ids, attention_mask, start)
+    B = input_ids.shape[0]
+    where = torch.full(input_ids.shape, -1, dtype=torch.long)  # packed index of every real (row, col)
+    ids, pos, group, owner = [], [], [], []
+    first_of: dict = {}
+    for i in range(B):
+        pcols = am[i, :start].nonzero().squeeze(1)
+        ccols = am[i, start:].nonzero().squeeze(1) + start
+        if keys[i] not in first_of:  # a new group: its prompt goes in once
+            first_of[keys[i]] = (len(ids), len(first_of))
+            ids += input_ids[i, pcols].tolist()
+            pos += list(range(len(pcols)))
+            group += [first_of[keys[i]][1]] * len(pcols)
+            owner += [-1] * len(pcols)
+        base, g = first_of[keys[i]]
+        where[i, pcols] = torch.arange(base, base + len(pcols))
+        n = len(ids)
+        where[i, ccols] = torch.arange(n, n + len(ccols))
+        ids += input_ids[i, ccols].tolist()
+        pos += list(range(len(pcols), len(pcols) + len(ccols)))
+        group += [g] * len(ccols)
+        owner += [i] * len(ccols)
+    group_t, owner_t = torch.tensor(group), torch.tensor(owner)
+    L = len(ids)
+    allowed = (group_t[:, None] == group_t[None, :]) & torch.ones(L, L, dtype=torch.bool).tril() \
+        & ((owner_t[None, :] == -1) | (owner_t[None, :] == owner_t[:, None]))
+    tgt = am.clone()
+    tgt[:, :start] = False
+    rows, cols = tgt.nonzero(as_tuple=True)
+    src = where[rows, cols - 1]
+    dev = input_ids.device
+    return (torch.tensor(ids, device=dev)[None], torch.tensor(pos, device=dev)[None], allowed.to(dev),
+            src, rows, cols)
+
+
+def _attention_mask_4d(model, allowed: torch.Tensor) -> torch.Tensor:
+    """``allowed`` [L, L] as the [1, 1, L, L] mask transformers passes through unchanged: boolean for SDPA,
+    additive (0 / dtype min) for eager; other kernels (FlashAttention, flex) are refused."""
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") or "sdpa"
+    if impl == "sdpa":
+        return allowed[None, None]
+    if impl == "eager":
+        dtype = next(model.parameters()).dtype
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+            ~allowed, torch.finfo(dtype).min)[None, None]
+    raise ValueError(f"train.share_prompts needs sdpa or eager attention (a custom attention mask); "
+                     f"the model uses {impl!r}")
+
+
 def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
-                    return_hidden: bool = False, chunk_size: int = 0):
+                    return_hidden: bool = False, chunk_size: int = 0, share_prompts: bool = False):
     """:func:`policy_logprobs` with the rows packed into one sequence (no padding), unpacked to [B, T - start].
 
     Same arguments and outputs as :func:`policy_logprobs` (padding positions
     hold 0), so every loss downstream is unchanged; only real tokens go through
     the model.  Attention stays within each sequence: position ids restart per
     sequence and no attention mask is passed, so transformers' masking utilities
-    build the block-diagonal causal mask.
+    build the block-diagonal causal mask.  ``share_prompts`` packs rows with the
+    same prompt around one copy of it (:func:`pack_rows_shared`) and passes the
+    mask that keeps each completion to its prompt and itself.
     """
     B, T = input_ids.shape
     K = T - start
-    ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
+    mask4d = None
+    if share_prompts:
+        ids, pos, allowed, src, rows, cols = pack_rows_shared(input_ids, attention_mask, start)
+        mask4d = _attention_mask_4d(model, allowed)
+    else:
+        ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
     src, rows, cols = src.to(input_ids.device), rows.to(input_ids.device), cols.to(input_ids.device)
     targets = input_ids[rows, cols]
     route = chunked_head(model) if chunk_size > 0 else "full logits asked for"
@@ -213,11 +304,12 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
                       "computing full logits instead", stacklevel=2)
     if not isinstance(route, str):
         decoder, weight = route
-        hidden = decoder(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state[0, src]
+        hidden = decoder(input_ids=ids, position_ids=pos, attention_mask=mask4d,
+                         use_cache=False).last_hidden_state[0, src]
         logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
     else:
         with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
-            out = model(input_ids=ids, position_ids=pos, use_cache=False, logits_to_keep=src)
+            out = model(input_ids=ids, position_ids=pos, attention_mask=mask4d, use_cache=False, logits_to_keep=src)
         logits = out.logits[0].float()
         if temperature not in (0.0, 1.0):
             logits = logits / temperature

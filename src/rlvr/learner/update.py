@@ -9,6 +9,7 @@ the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 from contextlib import contextmanager
@@ -17,7 +18,8 @@ import torch
 
 from rlvr.algorithms import grpo_loss, value_loss
 from rlvr.algorithms.importance import is_correction_weights
-from rlvr.learner.batching import completion_start, packed_logprobs, policy_logprobs, token_budget_chunks
+from rlvr.learner.batching import (completion_start, packed_logprobs, policy_logprobs, prompt_keys,
+                                   token_budget_chunks)
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
@@ -170,7 +172,9 @@ class PolicyUpdate:
             rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
         self.rows = rows
         if tcfg.micro_batch_tokens > 0:  # packed micro-batches filled to a token budget
-            self.chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens)
+            shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch)) \
+                if tcfg.share_prompts else None
+            self.chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens, shared)
         else:
             self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
         self.packed = tcfg.micro_batch_tokens > 0
@@ -227,7 +231,8 @@ class PolicyUpdate:
         chunk = self.chunks[ci]
         mb, start = sub_batch(self.batch, chunk, self.device)
         with self.amp, torch.set_grad_enabled(self.train_policy):
-            logprobs = packed_logprobs if self.packed else policy_logprobs
+            logprobs = functools.partial(packed_logprobs, share_prompts=cfg.train.share_prompts) if self.packed \
+                else policy_logprobs
             logp, ent, *hidden = logprobs(model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
                                           with_entropy=True, entropy_grad=alg.entropy_coef > 0,
                                           return_hidden=self.shared, chunk_size=cfg.train.logprob_chunk_size)

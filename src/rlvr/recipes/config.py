@@ -289,6 +289,8 @@ class TrainConfig(ConfigModel):
                                         "at a time, never holding [batch, length, vocab] logits (0: full logits)")
     micro_batch_tokens: int = option(0, "learner micro-batches filled up to this many tokens with sequences packed "
                                         "into one row instead of padded (0: micro_batch_size rows, padded)")
+    share_prompts: bool = option(False, "with micro_batch_tokens: the completions of one prompt share one copy of "
+                                        "it in the packed row (Prefix Grouper); needs sdpa or eager attention")
 
     malloc_mmap_threshold: int = option(0, "glibc only: allocations of at least this many bytes use mmap and go "
                                            "back to the OS when freed (65536 stops the heap growing step after "
@@ -297,6 +299,8 @@ class TrainConfig(ConfigModel):
                                                    "backward instead of storing them (less memory, ~30% more compute)")
 
     def check(self) -> None:
+        if self.share_prompts and self.micro_batch_tokens <= 0:
+            raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
         if self.logprob_chunk_size < 0 or self.micro_batch_tokens < 0 or self.malloc_mmap_threshold < 0:
             raise ValueError("train.logprob_chunk_size, train.micro_batch_tokens and train.malloc_mmap_threshold "
                              "must be >= 0")

@@ -239,6 +239,8 @@ def test_bf16_autocast_trains_fp32_master_weights(tmp_path, tiny_tokenizer):
      "algorithm.is_correction=tis", "rollout.dtype=bfloat16", "reward.overlong_cache_len=4"),
     ("train.logprob_chunk_size=5", "train.micro_batch_tokens=40", "train.activation_checkpointing=true",
      "algorithm.kl_coef=0.05", "algorithm.entropy_coef=0.01", "train.autocast=bfloat16"),
+    ("train.micro_batch_tokens=40", "train.share_prompts=true", "algorithm.kl_coef=0.05",
+     "algorithm.entropy_coef=0.01"),
     ("algorithm.advantage=entropy_guided", "train.logprob_chunk_size=7"),
 ])
 def test_algorithm_variants_train(tmp_path, tiny_tokenizer, extra):

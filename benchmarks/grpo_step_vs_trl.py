@@ -11,7 +11,9 @@ number of optimizer updates:
   precision (``--precision fp32``: both in float32; ``bf16``: both with bf16
   autocast around float32 master weights);
 * a dense reward (fraction of digit characters) so every group has non-zero
-  advantages: rlvr cannot skip the learner pass, and TRL does the same work;
+  advantages: rlvr cannot skip the learner pass, and TRL does the same work
+  (before 2026-11-24 rlvr's environments rounded it to 1/0, so rlvr skipped most
+  learner passes; the printed "N of 8 sequences" now shows what it trained on);
 * TRL with gradient checkpointing off (its default is on, which only slows it).
 
 The first step of each is a warm-up and is excluded.  Prints the median seconds

@@ -461,7 +461,7 @@ def train_rlvr(cfg, problems, verifier, out: Path, args) -> dict:
     if (out / "run").exists():
         shutil.rmtree(out / "run")  # a half-finished earlier attempt
     RaceRecipe(cfg, model=model, tokenizer=tok, problems=problems, verifier=verifier).train()
-    data = tl.write({"rlvr_run_dir": str(out / "run")})
+    data = tl.write({"rlvr_run_dir": str(out / "run"), "rlvr_set": list(args.rlvr_set)})
     del model
     gc.collect()
     return data
@@ -559,6 +559,9 @@ def main() -> None:
             data = json.loads((d / "train.json").read_text())
             if data["budget_s"] != args.budget_min * 60:
                 raise SystemExit(f"{d} was trained for {data['budget_s']} s, not {args.budget_min * 60} s: "
+                                 "use another --out")
+            if fw == "rlvr" and data.get("rlvr_set", []) != list(args.rlvr_set):
+                raise SystemExit(f"{d} was trained with --rlvr-set {data.get('rlvr_set', [])}, not {args.rlvr_set}: "
                                  "use another --out")
             print(f"[{fw}] already trained ({len(data['steps'])} steps): {d / 'train.json'}")
             trained[fw] = data

@@ -456,3 +456,13 @@ def test_sleep_while_learning_changes_no_number(tmp_path, tiny_tokenizer):
     for a, b in zip(base.state_dict().values(), slept.state_dict().values()):
         assert torch.equal(a, b)
     assert all(p.grad is None for p in slept.parameters())  # freed after the last step, not kept until the next
+
+
+def test_share_prompts_with_a_kernel_without_custom_masks_fails_before_sampling(tmp_path, tiny_tokenizer):
+    model = make_model(tiny_tokenizer)
+    model.config._attn_implementation = "flash_attention_2"
+    sampled = []
+    with pytest.raises(ValueError, match="train.share_prompts needs sdpa or eager"):
+        _run(tiny_tokenizer, tmp_path, "train.steps=1", "train.micro_batch_tokens=40", "train.share_prompts=true",
+             model=model, on_step=sampled.append)
+    assert not sampled and not (tmp_path / "metrics.jsonl").exists()

@@ -12,10 +12,10 @@ __all__ = ["RetryEnvironment"]
 class RetryEnvironment(Environment):
     """Up to ``attempts`` answers; each wrong one is answered with ``feedback`` as a user message.
 
-    Reward ``discount ** k`` x the verdict's score (1 for binary verifiers) for a
-    correct answer at attempt ``k`` (0-based), 0 if every attempt is wrong: a
-    second-attempt success is worth less than a first one, so the policy is not paid to answer carelessly first (the unary-feedback
-    setting of Liu et al. 2025, "A simple 'try again' can elicit multi-turn LLM
+    Reward ``discount ** k`` x the verdict's score (1 for binary verifiers) for a correct answer
+    at attempt ``k`` (0-based), 0 if every attempt is wrong: a second-attempt success is worth
+    less than a first one, so the policy is not paid to answer carelessly first (the
+    unary-feedback setting of Liu et al. 2025, "A simple 'try again' can elicit multi-turn LLM
     reasoning").  ``info`` records ``correct_at_turn_k`` for accuracy per attempt.
     """
 

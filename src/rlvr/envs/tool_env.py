@@ -36,11 +36,11 @@ CALCULATOR_EXAMPLE = [
 class ToolEnvironment(Environment):
     """Episodes in which the policy may call ``tools`` up to ``max_turns - 1`` times before answering.
 
-    Reward: the verifier's score of the final answer (the last turn that calls no
-    tool): 1 if correct for binary verifiers, partial credit passed through.  A
-    malformed call (unknown tool, bad arguments, bad JSON) or a failing tool is answered with an ``error: ...`` observation and the episode
-    goes on; so does a call that times out.  ``info`` counts ``tool_calls`` and
-    ``tool_errors``.
+    Reward: the verifier's score of the final answer (the last turn that calls no tool): 1 if
+    correct for binary verifiers, partial credit passed through.  A malformed call (unknown
+    tool, bad arguments, bad JSON) or a failing tool is answered with an ``error: ...``
+    observation and the episode goes on; so does a call that times out.  ``info`` counts
+    ``tool_calls`` and ``tool_errors``.
     """
 
     def __init__(self, verifier, tools: list[Tool], *, limits: Limits, system_prompt: str | None,

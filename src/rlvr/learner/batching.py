@@ -21,7 +21,7 @@ from rlvr.models.value_head import lm_head_inputs
 from rlvr.types import Batch, Sample
 
 __all__ = ["collate", "policy_logprobs", "chunked_head", "pack_rows", "pack_rows_shared", "prompt_keys",
-           "token_budget_chunks", "packed_logprobs"]
+           "shared_mask_style", "token_budget_chunks", "packed_logprobs"]
 
 
 def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) -> Batch:
@@ -178,7 +178,8 @@ def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int,
 
 
 def prompt_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int) -> tuple[list, torch.Tensor]:
-    """``(keys, lengths)``: each row's prompt (its real tokens before column ``start``) as a hashable key, and its length."""
+    """``(keys, lengths)``: each row's prompt (its real tokens before column ``start``) as a hashable key, and
+    its length."""
     am = attention_mask[:, :start].bool()
     keys = [tuple(input_ids[i, :start][am[i]].tolist()) for i in range(input_ids.shape[0])]
     return keys, am.sum(1)
@@ -224,6 +225,8 @@ def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, star
     first completion token of every row of a group is predicted by the one shared
     last prompt token.
     """
+    dev = input_ids.device
+    input_ids, attention_mask = input_ids.cpu(), attention_mask.cpu()  # index bookkeeping on the host
     am = attention_mask.bool()
     keys, _ = prompt_keys(input_ids, attention_mask, start)
     B = input_ids.shape[0]
@@ -255,23 +258,28 @@ def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, star
     tgt[:, :start] = False
     rows, cols = tgt.nonzero(as_tuple=True)
     src = where[rows, cols - 1]
-    dev = input_ids.device
     return (torch.tensor(ids, device=dev)[None], torch.tensor(pos, device=dev)[None], allowed.to(dev),
             src, rows, cols)
 
 
-def _attention_mask_4d(model, allowed: torch.Tensor) -> torch.Tensor:
-    """``allowed`` [L, L] as the [1, 1, L, L] mask transformers passes through unchanged: boolean for SDPA,
-    additive (0 / dtype min) for eager; other kernels (FlashAttention, flex) are refused."""
+def shared_mask_style(model) -> str:
+    """How the model's attention takes :func:`pack_rows_shared`'s custom mask: ``"bool"`` (SDPA) or
+    ``"additive"`` (eager); a ValueError naming ``train.share_prompts`` for kernels that take none
+    (FlashAttention, flex).  The recipe calls it at set-up, so a bad pairing fails before sampling."""
     impl = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa") or "sdpa"
-    if impl == "sdpa":
-        return allowed[None, None]
-    if impl == "eager":
-        dtype = next(model.parameters()).dtype
-        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-            ~allowed, torch.finfo(dtype).min)[None, None]
+    if impl in ("sdpa", "eager"):
+        return "bool" if impl == "sdpa" else "additive"
     raise ValueError(f"train.share_prompts needs sdpa or eager attention (a custom attention mask); "
                      f"the model uses {impl!r}")
+
+
+def _attention_mask_4d(model, allowed: torch.Tensor) -> torch.Tensor:
+    """``allowed`` [L, L] as the [1, 1, L, L] mask transformers passes through unchanged."""
+    if shared_mask_style(model) == "bool":
+        return allowed[None, None]
+    dtype = next(model.parameters()).dtype
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min)[None, None]
 
 
 def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,

@@ -44,7 +44,7 @@ from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
-from rlvr.learner.batching import collate
+from rlvr.learner.batching import collate, shared_mask_style
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.learner.optim import make_optimizer
 from rlvr.learner.update import (
@@ -254,6 +254,8 @@ class RLRecipe:
             self.critic = build_critic(self.model, cfg.algorithm.value.critic)
         if cfg.model.lora.enabled:  # train adapters only (peft); the sampler gets merged weights
             self.model = apply_lora(self.model, cfg.model.lora)
+        if cfg.train.share_prompts:  # its custom attention mask: refuse kernels that take none, before sampling
+            shared_mask_style(self.model)
         if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
             from rlvr.models.frozen import frozen_copy
 

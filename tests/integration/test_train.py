@@ -198,7 +198,9 @@ def test_kill_9_loses_at_most_the_steps_since_the_last_checkpoint(cli_setup):
 
 def test_ctrl_c_writes_a_checkpoint(cli_setup):
     tmp, model_dir, data, script, env = cli_setup
-    proc = subprocess.Popen([sys.executable, str(script), *_cli_args(model_dir, tmp / "run", data, 500,
+    # many steps: the tiny model soon gets every group right and skips the learner (~100 steps/s), so a
+    # 500-step run once finished before the signal landed on a loaded machine
+    proc = subprocess.Popen([sys.executable, str(script), *_cli_args(model_dir, tmp / "run", data, 100_000,
                                                                      "train.save_every=0")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 240

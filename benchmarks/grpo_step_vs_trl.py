@@ -78,7 +78,8 @@ def time_trl(model_path: str, args) -> list[float]:
     return times[1:]
 
 
-def time_rlvr(model_path: str, args, split: dict | None = None) -> list[float]:
+def time_rlvr(model_path: str, args) -> tuple[list[float], dict[str, float]]:
+    """Seconds of each timed rlvr step, and the medians of where they went (sampling, learner, rows learned)."""
     from rlvr.config import load_config
     from rlvr.models import load_policy
     from rlvr.recipes.config import RunConfig
@@ -87,7 +88,7 @@ def time_rlvr(model_path: str, args, split: dict | None = None) -> list[float]:
 
     model, tok = load_policy(model_path)
     problems = [Problem(id="p", prompt=PROMPT, answer="42")]
-    times: list[float] = []
+    rows: list[dict] = []
     with tempfile.TemporaryDirectory() as out:
         cfg = load_config(RunConfig, None, [
             f"train.output_dir={out}", f"train.steps={args.steps + 1}", "train.prompts_per_step=1",
@@ -98,13 +99,11 @@ def time_rlvr(model_path: str, args, split: dict | None = None) -> list[float]:
             f"train.autocast={'bfloat16' if args.precision == 'bf16' else 'none'}", *args.rlvr_set])
         train(cfg, model=model, tokenizer=tok, problems=(problems, []),
               verifier=lambda c, r: Verdict(digit_fraction(c), None, "digit fraction"),
-              on_step=lambda row: (times.append(row["step_time"]),
-                                   split is not None and split.setdefault("rows", []).append(row)))
-    if split is not None:  # where rlvr's timed steps went: sampling, learner, rows learned from
-        rows = split.pop("rows")[1:]
-        for k in ("gen_time", "learn_time", "learner_seqs"):
-            split[k] = statistics.median(float(r.get(k, 0.0)) for r in rows)
-    return times[1:]
+              on_step=rows.append)
+    rows = rows[1:]  # the first step is a warm-up
+    split = {k: statistics.median(float(r.get(k, 0.0)) for r in rows)
+             for k in ("gen_time", "learn_time", "learner_seqs")}
+    return [r["step_time"] for r in rows], split
 
 
 def main() -> None:
@@ -127,8 +126,7 @@ def main() -> None:
     for precision in (["fp32", "bf16"] if args.precision == "both" else [args.precision]):
         args.precision = precision
         torch.manual_seed(0)
-        split: dict = {}
-        rlvr_times = time_rlvr(path, args, split)
+        rlvr_times, split = time_rlvr(path, args)
         trl_times = time_trl(path, args)
         rows.append((precision, statistics.median(trl_times), statistics.median(rlvr_times), trl_times, rlvr_times,
                      split))

@@ -178,6 +178,8 @@ class PolicyUpdate:
         else:
             self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
         self.packed = tcfg.micro_batch_tokens > 0
+        self.logprobs = functools.partial(packed_logprobs, share_prompts=tcfg.share_prompts) if self.packed \
+            else policy_logprobs
         self.n_passes, self.grad_scale = len(self.chunks), 1.0
         if dp is not None:  # global normalisers, and the largest pass count of any rank
             self.total_tokens, self.B, self.n_passes = dp.global_sizes(float(batch.completion_mask.sum()), self.B,
@@ -231,19 +233,18 @@ class PolicyUpdate:
         chunk = self.chunks[ci]
         mb, start = sub_batch(self.batch, chunk, self.device)
         with self.amp, torch.set_grad_enabled(self.train_policy):
-            logprobs = functools.partial(packed_logprobs, share_prompts=cfg.train.share_prompts) if self.packed \
-                else policy_logprobs
-            logp, ent, *hidden = logprobs(model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-                                          with_entropy=True, entropy_grad=alg.entropy_coef > 0,
-                                          return_hidden=self.shared, chunk_size=cfg.train.logprob_chunk_size)
+            logp, ent, *hidden = self.logprobs(model, mb.input_ids, mb.attention_mask, start,
+                                               cfg.rollout.temperature, with_entropy=True,
+                                               entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared,
+                                               chunk_size=cfg.train.logprob_chunk_size)
         mask = mb.completion_mask[:, start:]
         if epoch == 0:
             self.first_pass(ci, mb, start, logp, mask)
         ref_logp = None
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
-                ref_logp, _ = logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                       cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
+                ref_logp, _ = self.logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
+                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,

@@ -158,3 +158,43 @@ def test_activation_checkpointing_same_gradients(tiny_tokenizer):
         grads.append([p.grad.clone() for p in model.parameters()])
     for p, q in zip(*grads):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
+
+
+
+@pytest.mark.parametrize("chunk", [0, 3])
+def test_share_prompts_backward_has_no_atomic_accumulation(tiny_tokenizer, chunk):
+    # Under share_prompts a group's last prompt token predicts every row's first completion token, so the
+    # gather repeats an index.  ``x[idx]``'s backward is index_put_(accumulate=True), which sums repeats
+    # with CPU atomics in thread order: the seeded demo drifted from run to run (first at step 8 of 40;
+    # held-out greedy 55.1-65.6% over three runs of one commit).  No backward op may accumulate into a
+    # repeated index that way (index_select's backward, index_add_, is deterministic).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.bad = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func.overloadpacket in (torch.ops.aten.index_put_, torch.ops.aten.index_put,
+                                       torch.ops.aten._index_put_impl_):
+                accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+                idx = [i for i in args[1] if i is not None]
+                if accumulate and any(i.numel() != i.unique().numel() for i in idx):
+                    self.bad.append(str(func))
+            return func(*args, **kwargs)
+
+    model = make_model(tiny_tokenizer)
+    samples = _grouped_samples(groups=(4, 1, 3))
+    b = collate(samples, torch.ones(len(samples)), tiny_tokenizer.pad_token_id)
+    start = int(b.completion_mask.any(0).nonzero()[0])
+    logp, ent = packed_logprobs(model, b.input_ids, b.attention_mask, start, 1.0, with_entropy=True,
+                                entropy_grad=True, chunk_size=chunk, share_prompts=True)
+    _, _, _, src, _, _ = pack_rows_shared(b.input_ids, b.attention_mask, start)
+    assert src.numel() > src.unique().numel()  # the case in question: repeated sources
+    rec = Recorder()
+    with rec:
+        ((logp * b.completion_mask[:, start:]).sum() + 0.1 * ent.sum()).backward()
+    assert rec.bad == []
+    assert all(p.grad is not None for p in model.parameters())

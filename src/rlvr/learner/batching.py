@@ -310,15 +310,23 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         _warned.add(route)
         warnings.warn(f"train.logprob_chunk_size: {type(model).__name__} cannot use chunked log-probs ({route}); "
                       "computing full logits instead", stacklevel=2)
+    # ``src`` repeats an index under share_prompts (a group's last prompt token predicts every row's first
+    # completion token).  ``x[src]``'s backward accumulates those repeats with CPU atomics, in whatever order
+    # the threads run (the seeded demo drifted from run to run), so gather with index_select (its backward,
+    # index_add_, is deterministic) and hand transformers only distinct positions.
+    uniq, inv = (src.unique(return_inverse=True) if share_prompts else (src, None))
     if not isinstance(route, str):
         decoder, weight = route
         hidden = decoder(input_ids=ids, position_ids=pos, attention_mask=mask4d,
-                         use_cache=False).last_hidden_state[0, src]
+                         use_cache=False).last_hidden_state[0].index_select(0, src)
         logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
     else:
         with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
-            out = model(input_ids=ids, position_ids=pos, attention_mask=mask4d, use_cache=False, logits_to_keep=src)
+            out = model(input_ids=ids, position_ids=pos, attention_mask=mask4d, use_cache=False,
+                        logits_to_keep=uniq)
         logits = out.logits[0].float()
+        if inv is not None:
+            logits = logits.index_select(0, inv)
         if temperature not in (0.0, 1.0):
             logits = logits / temperature
         logp_f = selective_log_softmax(logits, targets)
@@ -326,7 +334,7 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         if with_entropy:
             with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
                 ent_f = entropy_from_logits(logits if entropy_grad else logits.detach())
-        hidden = rec.hidden[0] if return_hidden else None
+        hidden = (rec.hidden[0] if inv is None else rec.hidden[0].index_select(0, inv)) if return_hidden else None
 
     def unpack(x: torch.Tensor) -> torch.Tensor:
         full = x.new_zeros((B, K) + tuple(x.shape[1:]))

@@ -314,13 +314,13 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     # completion token).  ``x[src]``'s backward accumulates those repeats with CPU atomics, in whatever order
     # the threads run (the seeded demo drifted from run to run), so gather with index_select (its backward,
     # index_add_, is deterministic) and hand transformers only distinct positions.
-    uniq, inv = (src.unique(return_inverse=True) if share_prompts else (src, None))
     if not isinstance(route, str):
         decoder, weight = route
         hidden = decoder(input_ids=ids, position_ids=pos, attention_mask=mask4d,
                          use_cache=False).last_hidden_state[0].index_select(0, src)
         logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
     else:
+        uniq, inv = src.unique(return_inverse=True) if share_prompts else (src, None)
         with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
             out = model(input_ids=ids, position_ids=pos, attention_mask=mask4d, use_cache=False,
                         logits_to_keep=uniq)

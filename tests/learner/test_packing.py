@@ -160,7 +160,6 @@ def test_activation_checkpointing_same_gradients(tiny_tokenizer):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
 
 
-
 @pytest.mark.parametrize("chunk", [0, 3])
 def test_share_prompts_backward_has_no_atomic_accumulation(tiny_tokenizer, chunk):
     # Under share_prompts a group's last prompt token predicts every row's first completion token, so the

@@ -18,7 +18,21 @@ number of optimizer updates:
 
 The first step of each is a warm-up and is excluded.  Prints the median seconds
 per step of each and the ratio rlvr / TRL; ``--precision both`` runs fp32 and
-then bf16 in one invocation (each with its own TRL anchor).  ``--rlvr-set`` adds
+then bf16 in one invocation (each with its own TRL anchor).
+
+It also prints the step's **floor** on this machine, from rates measured in the same
+run: the least time any GRPO implementation of this configuration could take, with
+  learner  >= 6 x M x (P + G x N) FLOP at the best GEMM rate measured in the learner's precision
+           (M: parameters in matmuls, LM head included; every prompt token and sampled token
+           through forward and backward once, each group's prompt once; attention ignored),
+  sampling >= N decode steps x (M x 2 bytes of bf16 weights read from memory at the measured
+           copy bandwidth), or the bf16 GEMM time of 2 x M x G FLOP if larger (the smallest
+           faithful sampler precision; the weights do not fit in cache),
+  optimizer >= 28 bytes per parameter (AdamW reads weight, grad, m, v and writes weight, m, v in
+           float32) at the measured bandwidth.
+Everything omitted (attention, the prefill, softmax, sampling, the weight sync, Python) only
+raises the true floor, so a target below this floor cannot be met on this machine at this
+precision, and rlvr / floor says how far from the machine's limits each framework runs.  ``--rlvr-set`` adds
 rlvr config overrides (e.g. ``train.logprob_chunk_size=256 train.micro_batch_tokens=1024``).
 Usage::
 
@@ -41,6 +55,50 @@ PROMPT = "What is 23 + 19? Put the final answer in \\boxed{}."
 
 def digit_fraction(text: str) -> float:
     return sum(c.isdigit() for c in text) / max(1, len(text))
+
+
+def gemm_flops(dtype: torch.dtype, n: int = 2048, reps: int = 5, tries: int = 3) -> float:
+    """Best FLOP/s of an n x n GEMM in ``dtype`` over ``tries`` timings of ``reps`` products."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = 0.0
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t0))
+    return best
+
+
+def copy_bandwidth(mbytes: int = 512, reps: int = 5, tries: int = 3) -> float:
+    """Best bytes/s of ``dst.copy_(src)`` on float32 tensors of ``mbytes`` MB (bytes read + written)."""
+    src = torch.randn(mbytes * (1 << 20) // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = 0.0
+    for _ in range(tries):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            dst.copy_(src)
+        best = max(best, 2 * src.numel() * 4 * reps / (time.perf_counter() - t0))
+    return best
+
+
+def step_floor(model_path: str, prompt_tokens: int, args, rates: dict[str, float]) -> dict[str, float]:
+    """The floor of one step (seconds per part; see the module docstring) from measured ``rates``."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    params = sum(p.numel() for p in model.parameters())
+    del model
+    tokens = prompt_tokens + args.group * args.new_tokens
+    learner_rate = rates["gemm_bf16"] if args.precision == "bf16" else rates["gemm_fp32"]
+    per_decode = max(2 * matmul / rates["bandwidth"], 2 * matmul * args.group / rates["gemm_bf16"])
+    floor = {"learner": 6 * matmul * tokens / learner_rate, "sampling": args.new_tokens * per_decode,
+             "optimizer": 28 * params / rates["bandwidth"], "matmul_params": matmul, "tokens": tokens}
+    floor["total"] = floor["learner"] + floor["sampling"] + floor["optimizer"]
+    return floor
 
 
 def time_trl(model_path: str, args) -> list[float]:
@@ -121,6 +179,12 @@ def main() -> None:
 
     path = resolve_model_path(args.model)
     import trl
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    prompt_tokens = len(tok.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    rates = {"gemm_fp32": gemm_flops(torch.float32), "gemm_bf16": gemm_flops(torch.bfloat16),
+             "bandwidth": copy_bandwidth()}
 
     rows = []
     for precision in (["fp32", "bf16"] if args.precision == "both" else [args.precision]):
@@ -129,17 +193,25 @@ def main() -> None:
         rlvr_times, split = time_rlvr(path, args)
         trl_times = time_trl(path, args)
         rows.append((precision, statistics.median(trl_times), statistics.median(rlvr_times), trl_times, rlvr_times,
-                     split))
+                     split, step_floor(path, prompt_tokens, args, rates)))
     print(f"machine: {platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
           f"trl {trl.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
           f"{args.steps} timed steps; rlvr overrides: {' '.join(args.rlvr_set) or '(none)'}")
-    for precision, t, r, trl_times, rlvr_times, split in rows:
+    print(f"machine rates, measured in this run: GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s fp32, "
+          f"{rates['gemm_bf16'] / 1e9:.0f} GFLOP/s bf16 (2048^3); copy bandwidth {rates['bandwidth'] / 1e9:.1f} GB/s")
+    for precision, t, r, trl_times, rlvr_times, split, floor in rows:
         print(f"[{precision}] TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
         print(f"[{precision}] rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)}; "
               f"median generate {split['gen_time']:.2f} s, learner {split['learn_time']:.2f} s on "
               f"{split['learner_seqs']:.0f} of {args.group} sequences)")
         print(f"[{precision}] ratio rlvr / TRL: {r / t:.2f}x")
+        print(f"[{precision}] floor: {floor['total']:.2f} s/step = learner {floor['learner']:.2f} "
+              f"({floor['tokens']} tokens x {floor['matmul_params'] / 1e6:.1f}M matmul params) + sampling "
+              f"{floor['sampling']:.2f} + optimizer {floor['optimizer']:.2f}; TRL {t / floor['total']:.1f}x the floor, "
+              f"rlvr {r / floor['total']:.1f}x (its sampling {split['gen_time'] / floor['sampling']:.1f}x, learner "
+              f"{split['learn_time'] / floor['learner']:.1f}x); the 0.25x target ({0.25 * t:.2f} s) is "
+              f"{0.25 * t / floor['total']:.2f}x the floor")
 
 
 if __name__ == "__main__":

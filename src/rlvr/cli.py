@@ -175,9 +175,11 @@ held-out split of the config's task (task.* keys), as `rlvr train` evaluates it.
 Samples are generated once with the training rollout engine (HFEngine) and
 stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
-is given). Each problem is seeded with seed + its index, and written only when
-all its n samples exist: an interrupted run resumes where it stopped and ends
-with the same samples as an uninterrupted one; --limit N does the first N
+is given). Each problem draws from its own generator seeded with seed + its
+index; problems are decoded together, rollout.batch_size // n at a time, in
+chunks aligned to their index, and written only when all their samples exist:
+an interrupted run resumes where it stopped and ends with the same samples as
+an uninterrupted one; --limit N does the first N
 problems and a later run without it adds the rest. A samples file made for
 another task, model (weights fingerprint) or sampling setting is refused with
 a message naming both. --rescore-only never generates: it scores the stored

@@ -92,6 +92,29 @@ def test_seed_reproducible_and_different_seeds_differ(tiny_model, tiny_tokenizer
     assert ids(a) != ids(c)
 
 
+def test_per_problem_seeds_draw_what_one_call_per_problem_draws(tiny_model, tiny_tokenizer):
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=64)
+    params = dict(n=4, max_new_tokens=16, temperature=1.0)
+    # make a token the random model samples now and then an end of sequence, so rows finish at different steps
+    probe = engine.generate(PROBLEMS, SamplingParams(**params, seeds=[11, 12, 13]))
+    engine.eos_ids.update(g[0].completion_ids[6] for g in probe)
+    batched = engine.generate(PROBLEMS, SamplingParams(**params, seeds=[11, 12, 13]))
+    alone = [engine.generate([p], SamplingParams(**params, seed=s))[0] for p, s in zip(PROBLEMS, [11, 12, 13])]
+    assert [[s.completion_ids for s in g] for g in batched] == [[s.completion_ids for s in g] for g in alone]
+    for gb, ga in zip(batched, alone):  # the batch layout (left padding) only changes float rounding
+        for sb, sa in zip(gb, ga):
+            assert sb.logprobs == pytest.approx(sa.logprobs, abs=1e-4)
+    # a problem's samples do not depend on its batch-mates (nor on the order), and finished rows
+    # (EOS before the cap) leave the other problems' draws alone
+    swapped = engine.generate([PROBLEMS[2], PROBLEMS[0]], SamplingParams(**params, seeds=[13, 11]))
+    assert [s.completion_ids for s in swapped[0]] == [s.completion_ids for s in batched[2]]
+    assert [s.completion_ids for s in swapped[1]] == [s.completion_ids for s in batched[0]]
+    assert any(s.finish_reason == "stop" for g in batched for s in g)
+    assert any(s.finish_reason == "length" for g in batched for s in g)
+    with pytest.raises(ValueError, match="2 seeds for 3 problems"):
+        engine.generate(PROBLEMS, SamplingParams(n=1, seeds=[1, 2]))
+
+
 def test_stop_string_cuts_completion(tiny_model, tiny_tokenizer):
     engine = HFEngine(tiny_model, tiny_tokenizer)
     free = engine.generate(PROBLEMS[:1], SamplingParams(n=8, max_new_tokens=30, temperature=1.5, seed=3))[0]

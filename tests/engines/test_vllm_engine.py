@@ -52,10 +52,11 @@ class FakeLLM:
         self.calls.append((requests, sp))
         self.events.append("generate")
         outs = []
-        for r in requests:
+        for j, r in enumerate(requests):
             ids = r["prompt_token_ids"]
+            n = (sp[j] if isinstance(sp, list) else sp).n
             comps = [_completion([ids[-1], 2], [-0.5 - k, -0.25], "stop" if k % 2 else "length", index=k)
-                     for k in range(sp.n)]
+                     for k in range(n)]
             outs.append(SimpleNamespace(outputs=comps[::-1]))  # out of order: the engine sorts by index
         return outs
 
@@ -104,6 +105,19 @@ def test_prompts_are_chat_formatted_token_ids_like_hf(tiny_tokenizer):
                                                          for p in PROBLEMS]
     assert "Be brief." in tiny_tokenizer.decode(requests[0]["prompt_token_ids"])
     assert (sp.n, sp.max_tokens, sp.temperature, sp.logprobs, sp.seed) == (2, 5, 1.0, 0, 3)
+
+
+def test_per_problem_seeds_become_one_sampling_params_per_request(tiny_tokenizer):
+    eng = _fake_engine(tiny_tokenizer)
+    groups = eng.generate(PROBLEMS, SamplingParams(n=2, temperature=1.0, seeds=[5, 6, 7]))
+    requests, sp = eng.llm.calls[0]
+    assert len(requests) == 3 and [p.seed for p in sp] == [5, 6, 7] and all(p.n == 2 for p in sp)
+    assert [len(g) for g in groups] == [2, 2, 2]
+    eng.generate(PROBLEMS[:2], SamplingParams(n=3, temperature=0.0, seeds=[1, 2]))  # greedy: n requests each
+    requests, sp = eng.llm.calls[1]
+    assert len(requests) == len(sp) == 6 and [p.seed for p in sp] == [1, 1, 1, 2, 2, 2]
+    with pytest.raises(ValueError, match="1 seeds for 3 problems"):
+        eng.generate(PROBLEMS, SamplingParams(n=1, seeds=[1]))
 
 
 def test_outputs_become_groups_of_samples(tiny_tokenizer):

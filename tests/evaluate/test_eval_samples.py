@@ -158,6 +158,23 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, tiny_model, tiny_t
     assert read_samples(part)[1] == read_samples(full)[1]
 
 
+def test_problems_are_decoded_in_chunks_aligned_to_task_positions(tmp_path, tiny_model, tiny_tokenizer):
+    probs = _problems(5)
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=6)  # n = 3: 2 problems per call
+    calls = []
+    real = engine.generate
+    engine.generate = lambda ps, params: calls.append(([p.id for p in ps], list(params.seeds))) or real(ps, params)
+    header = _header(probs, n=3, fp=model_fingerprint(tiny_model))
+    generate_samples(engine, probs, header, tmp_path / "a.jsonl", indices=[4, 1], progress=False)
+    assert calls == [(["p1"], [8]), (["p4"], [11])]  # sampling.seed (7) + task position
+    calls.clear()
+    generate_samples(engine, probs, header, tmp_path / "a.jsonl", progress=False)
+    assert calls == [(["p0"], [7]), (["p2", "p3"], [9, 10])]
+    calls.clear()
+    generate_samples(engine, probs, header, tmp_path / "b.jsonl", progress=False, chunk=5)
+    assert calls == [(["p0", "p1", "p2", "p3", "p4"], [7, 8, 9, 10, 11])]
+
+
 def test_limit_then_full_run_appends_the_rest(tmp_path, tiny_model, tiny_tokenizer):
     probs = _problems(4)
     engine = HFEngine(tiny_model, tiny_tokenizer)

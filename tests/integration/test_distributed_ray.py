@@ -166,6 +166,13 @@ def test_workers_sample_like_the_local_engine_with_the_learner_weights(flaky, ti
     assert _key(after) == _key(_local(model, tiny_tokenizer, 123)) != _key(groups)
     # without a seed the engine draws one per call from its generator: different samples each call
     assert _key(eng.generate(PROBLEMS, PARAMS)) != _key(eng.generate(PROBLEMS, PARAMS))
+    # per-problem seeds travel with their problems: each shard draws what the local engine draws for it
+    seeds = list(range(50, 50 + len(PROBLEMS)))
+    per = SamplingParams(**{**PARAMS.__dict__, "seeds": seeds})
+    local = HFEngine(model, tiny_tokenizer, batch_size=16)
+    want = local.generate(PROBLEMS[:3], SamplingParams(**{**PARAMS.__dict__, "seeds": seeds[:3]})) + \
+        local.generate(PROBLEMS[3:], SamplingParams(**{**PARAMS.__dict__, "seeds": seeds[3:]}))
+    assert _key(eng.generate(PROBLEMS, per)) == _key(want)
 
 
 def test_worker_deaths_lose_and_duplicate_nothing(cluster, flaky, tiny_tokenizer):

@@ -471,3 +471,11 @@ def test_share_prompts_with_a_kernel_without_custom_masks_fails_before_sampling(
         _run(tiny_tokenizer, tmp_path, "train.steps=1", "train.micro_batch_tokens=40", "train.share_prompts=true",
              model=model, on_step=sampled.append)
     assert not sampled and not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_deterministic_mode_holds_during_the_run_and_is_restored(tmp_path, tiny_tokenizer):
+    seen = []
+    _run(tiny_tokenizer, tmp_path, "train.steps=1", "train.deterministic=error", on_step=lambda row: seen.append(
+        (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())))
+    assert seen == [(True, False)]  # every op of the step ran under the mode without raising
+    assert not torch.are_deterministic_algorithms_enabled()

@@ -307,7 +307,9 @@ class RayRolloutEngine:
         seed = params.seed if params.seed is not None else int(
             torch.randint(0, 2**31 - 1 - self.num_workers, (1,), generator=self.generator))
         bounds = shard_bounds(len(problems), self.num_workers)
-        shard_params = [SamplingParams(**{**params.__dict__, "seed": seed + k}) for k in range(len(bounds))]
+        shard_params = [SamplingParams(**{**params.__dict__, "seed": seed + k,
+                                          "seeds": None if params.seeds is None else list(params.seeds[lo:hi])})
+                        for k, (lo, hi) in enumerate(bounds)]
         results: list[list[list[Sample]] | None] = [None] * len(bounds)
 
         def submit(k: int):

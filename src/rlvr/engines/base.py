@@ -26,6 +26,10 @@ class SamplingParams:
     """Extra stop strings (EOS always stops). The completion is cut after the stop string."""
     seed: int | None = None
     """Seed for this call's sampling (None: continue the engine's generator)."""
+    seeds: Sequence[int] | None = None
+    """One seed per problem (overrides ``seed``): each problem's samples are drawn from its own
+    generator, so they do not depend on which other problems share the call (up to the float
+    rounding of the batch layout), and a batched call draws what one call per problem would."""
     ignore_eos: bool = False
     """Keep generating past EOS up to max_new_tokens (benchmarks: fixed-length work)."""
 

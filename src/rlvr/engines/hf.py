@@ -66,19 +66,23 @@ def sampler_dtype(name: str) -> torch.dtype | None:
     return None if name == "auto" else getattr(torch, name)
 
 
-def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None,
+                       u: torch.Tensor | None = None) -> torch.Tensor:
     """One draw per row of ``probs`` (rows need not sum to 1) by inverse-CDF sampling.
 
     Draws ``u ~ U(0, total)`` and returns the first index whose cumulative mass
     exceeds ``u``.  It samples the same distribution as ``torch.multinomial(probs, 1)``
     but needs one random number per row instead of one per vocabulary entry, which
     made ``multinomial`` a third of a bf16 decode step on CPU (49k-token vocabulary).
-    Zero-probability entries are never returned.
+    Zero-probability entries are never returned.  ``u`` (``[rows, 1]`` uniforms in [0, 1), e.g. drawn
+    from one generator per problem) replaces the draw from ``generator``.
     """
     cdf = probs.cumsum(-1)
-    # drawn on the generator's device (a CPU generator keeps runs reproducible on any device)
-    dev = generator.device if generator is not None else probs.device
-    u = torch.rand((probs.shape[0], 1), generator=generator, device=dev, dtype=cdf.dtype).to(probs.device)
+    if u is None:
+        # drawn on the generator's device (a CPU generator keeps runs reproducible on any device)
+        dev = generator.device if generator is not None else probs.device
+        u = torch.rand((probs.shape[0], 1), generator=generator, device=dev, dtype=cdf.dtype)
+    u = u.to(device=probs.device, dtype=cdf.dtype)
     idx = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
     over = idx >= probs.shape[-1]
     if over.any():  # u * total rounded up to the total: take the row's last entry with mass
@@ -202,7 +206,10 @@ class HFEngine:
         row's for the next call.  Log-probs agree with an uncached call to float
         rounding (the padding layout differs).
         """
-        if params.seed is not None:
+        if params.seeds is not None:
+            if len(params.seeds) != len(problems):
+                raise ValueError(f"SamplingParams.seeds holds {len(params.seeds)} seeds for {len(problems)} problems")
+        elif params.seed is not None:
             self.generator.manual_seed(params.seed)
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
         if prefixes is not None:
@@ -217,7 +224,9 @@ class HFEngine:
         try:
             for start in range(0, len(problems), per_chunk):
                 idx = list(range(start, min(start + per_chunk, len(problems))))
-                rows = self._generate_chunk([prompts[i] for i in idx], params, cache)
+                gens = None if params.seeds is None else \
+                    [torch.Generator(device="cpu").manual_seed(int(params.seeds[i])) for i in idx]
+                rows = self._generate_chunk([prompts[i] for i in idx], params, cache, gens)
                 for j, i in enumerate(idx):
                     for g in range(params.n):
                         ids, lps, reason = rows[j * params.n + g]
@@ -276,7 +285,9 @@ class HFEngine:
                     past_key_values=cache, logits_to_keep=1)
         return out, mask, position_ids
 
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None):
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None,
+                        gens: list[torch.Generator] | None = None):
+        """Decode ``params.n`` rows per prompt; ``gens`` (one per prompt): each prompt's rows draw from its own."""
         model, n = self.model, params.n
         device = next(model.parameters()).device
         out, mask, position_ids = self._prefill(prompts, params, store)
@@ -306,7 +317,14 @@ class HFEngine:
                     probs = _top_p_filter(scaled, params.top_p).softmax(-1)
                 else:
                     probs = lp_all.exp()
-                tok = sample_categorical(probs, self.generator)
+                if gens is None:
+                    tok = sample_categorical(probs, self.generator)
+                else:  # per prompt, the same draws as a call holding only that prompt's live rows
+                    owners = torch.div(active, n, rounding_mode="floor")
+                    counts = torch.bincount(owners, minlength=len(gens)).tolist()
+                    u = torch.cat([torch.rand((k, 1), generator=gens[j], dtype=probs.dtype)
+                                   for j, k in enumerate(counts) if k])
+                    tok = sample_categorical(probs, u=u)
             lp = lp_all.gather(-1, tok[:, None]).squeeze(-1)
 
             keep = []

@@ -250,14 +250,21 @@ class VLLMEngine:
             self._warned_top_p = True
             log.warning("vLLM log-probs with top_p < 1 are renormalised within the nucleus; rlvr's convention is "
                         "before top-p (the learner recomputes its own, see logprob_mismatch)")
-        seed = params.seed if params.seed is not None else int(torch.randint(0, 2**31 - 1, (1,),
-                                                                             generator=self.generator))
+        if params.seeds is not None and len(params.seeds) != len(problems):
+            raise ValueError(f"SamplingParams.seeds holds {len(params.seeds)} seeds for {len(problems)} problems")
+        seed = params.seed if params.seed is not None or params.seeds is not None else \
+            int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator))
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
         if prefixes is not None:
             prompts = with_prefixes(self.tokenizer, prompts, prefixes)
-        sp = self.sampling_params_cls(**vllm_sampling_kwargs(params, seed))
         replicated = params.temperature == 0 and params.n > 1
-        requests = [{"prompt_token_ids": ids} for ids in prompts for _ in range(params.n if replicated else 1)]
+        copies = params.n if replicated else 1
+        requests = [{"prompt_token_ids": ids} for ids in prompts for _ in range(copies)]
+        if params.seeds is None:
+            sp = self.sampling_params_cls(**vllm_sampling_kwargs(params, seed))
+        else:  # vLLM seeds each request on its own: one SamplingParams per request
+            sp = [self.sampling_params_cls(**vllm_sampling_kwargs(params, int(s))) for s in params.seeds
+                  for _ in range(copies)]
         outs = self.llm.generate(requests, sp, use_tqdm=False)
         completions = group_completions(outs, len(problems), params.n, replicated)
         groups = outputs_to_samples(completions, problems, prompts, self.tokenizer, params)

@@ -19,10 +19,15 @@ Writing and resuming (:func:`open_for_append`, :func:`generate_samples`):
 * reopening the file keeps the whole lines, cuts the torn tail off, and refuses
   (:class:`SampleFileError`, naming both sides) when the stored header was made
   for another task, model, sampling setting or system prompt;
-* each problem is sampled in its own engine call seeded with
-  ``sampling.seed + index`` (its position in the task), so a resumed file holds
-  exactly the samples an uninterrupted run would have written, whatever the
-  order or batching of earlier runs.
+* each problem's samples are drawn from its own generator seeded with
+  ``sampling.seed + index`` (its position in the task; ``SamplingParams.seeds``),
+  and problems are decoded together in chunks aligned to task positions
+  (``index // chunk``, ``chunk`` = the engine's ``batch_size // n`` problems), so a
+  resumed run recomputes whole chunks and writes exactly the samples an
+  uninterrupted run would have written.  A problem whose chunk-mates were stored
+  before (an earlier ``--limit``, or a kill that tore a chunk's lines apart) is
+  decoded in a smaller batch: the same random draws, but the float rounding of
+  another batch layout can change a token.
 """
 
 from __future__ import annotations
@@ -369,36 +374,43 @@ def open_for_append(path: str | os.PathLike, header: SampleHeader) -> SampleWrit
 
 def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, path: str | os.PathLike, *,
                      indices: Sequence[int] | None = None, progress: bool = True,
-                     stop: Sequence[str] = ()) -> list[SampleRecord]:
+                     stop: Sequence[str] = (), chunk: int | None = None) -> list[SampleRecord]:
     """Make sure ``path`` holds all samples of ``problems[i]`` for ``i`` in ``indices``; return their records.
 
     ``problems`` is the whole task (the one ``header`` was fingerprinted on);
     ``indices`` selects the ones to sample (default: all).  Problems already in
-    the file are kept; each missing one is generated with one
-    ``engine.generate([problem], SamplingParams(n, ..., seed=seed + index))``
-    call and appended as soon as it is done.  The returned records follow
-    ``indices`` order.
+    the file are kept; the missing ones are generated ``chunk`` task positions at a
+    time (default: the engine's ``batch_size // n``, at least 1), one
+    ``engine.generate(chunk_problems, SamplingParams(n, ..., seeds=[seed + index, ...]))``
+    call per chunk, and appended as soon as their chunk is done.  The returned
+    records follow ``indices`` order.
     """
     from rlvr.engines.base import SamplingParams
 
     idx = list(range(len(problems))) if indices is None else list(indices)
     s = header.sampling
+    n = int(s["n"])
+    chunk = chunk or max(1, int(getattr(engine, "batch_size", 1)) // n)
     with open_for_append(path, header) as w:
         todo = [i for i in idx if problems[i].id not in w.done]
+        chunks: dict[int, list[int]] = {}
+        for i in sorted(set(todo)):
+            chunks.setdefault(i // chunk, []).append(i)
         bar = None
         if progress and todo:
             from tqdm import tqdm
 
             bar = tqdm(total=len(idx), initial=len(idx) - len(todo), desc="generate", unit="problem")
         try:
-            for i in todo:
-                params = SamplingParams(n=int(s["n"]), max_new_tokens=int(s["max_new_tokens"]),
+            for part in chunks.values():
+                params = SamplingParams(n=n, max_new_tokens=int(s["max_new_tokens"]),
                                         temperature=float(s["temperature"]), top_p=float(s.get("top_p", 1.0)),
-                                        seed=int(s["seed"]) + i, stop=tuple(stop))
-                group = engine.generate([problems[i]], params)[0]
-                w.write(record_from_samples(problems[i], group))
+                                        seeds=[int(s["seed"]) + i for i in part], stop=tuple(stop))
+                groups = engine.generate([problems[i] for i in part], params)
+                for i, group in zip(part, groups):
+                    w.write(record_from_samples(problems[i], group))
                 if bar is not None:
-                    bar.update(1)
+                    bar.update(len(part))
         finally:
             if bar is not None:
                 bar.close()

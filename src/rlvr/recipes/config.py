@@ -295,6 +295,9 @@ class TrainConfig(ConfigModel):
     malloc_mmap_threshold: int = option(0, "glibc only: allocations of at least this many bytes use mmap and go "
                                            "back to the OS when freed (65536 stops the heap growing step after "
                                            "step; same as MALLOC_MMAP_THRESHOLD_; 0: glibc's default)")
+    deterministic: Literal["off", "warn", "error"] = option(
+        "off", "torch.use_deterministic_algorithms for the run: deterministic kernels where torch has them, and a "
+               "warning (warn) or an error (error) at any op whose result can depend on thread timing")
     activation_checkpointing: bool = option(False, "recompute each decoder layer's activations in the learner's "
                                                    "backward instead of storing them (less memory, ~30% more compute)")
 

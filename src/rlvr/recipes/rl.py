@@ -72,6 +72,7 @@ from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
+from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
 
 __all__ = ["RLRecipe", "train", "TrainingInterrupted", "evaluate_heldout", "format_eval"]
@@ -578,6 +579,10 @@ class RLRecipe:
 
     def train(self) -> dict[str, Any]:
         """Set up, train ``train.steps`` steps (checkpointing, periodic evals), evaluate; returns a summary."""
+        with deterministic_algorithms(self.cfg.train.deterministic):
+            return self._train()
+
+    def _train(self) -> dict[str, Any]:
         cfg, tcfg = self.cfg, self.cfg.train
         self.setup()
         summary = self.begin()

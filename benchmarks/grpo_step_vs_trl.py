@@ -181,8 +181,10 @@ def main() -> None:
     import trl
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(path)
-    prompt_tokens = len(tok.apply_chat_template([{"role": "user", "content": PROMPT}], add_generation_prompt=True))
+    from rlvr.engines.hf import format_prompt
+    from rlvr.types import Problem
+
+    prompt_tokens = len(format_prompt(AutoTokenizer.from_pretrained(path), Problem(id="p", prompt=PROMPT, answer="")))
     rates = {"gemm_fp32": gemm_flops(torch.float32), "gemm_bf16": gemm_flops(torch.bfloat16),
              "bandwidth": copy_bandwidth()}
 

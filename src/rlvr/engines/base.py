@@ -51,7 +51,9 @@ class RolloutEngine(Protocol):
     ``generate`` returns one list per problem, holding ``params.n`` samples in
     group order; each sample carries token ids and per-token log-probs under the
     sampling distribution (logits / temperature, before top-p truncation), which
-    is what the learner recomputes for importance ratios.
+    is what the learner recomputes for importance ratios.  An engine honours
+    ``params.seed`` and, when given, ``params.seeds`` (one generator per problem:
+    ``rlvr eval`` relies on it to batch problems and still resume exactly).
     """
 
     def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]: ...

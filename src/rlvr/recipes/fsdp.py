@@ -243,6 +243,8 @@ class FSDPRecipe(RLRecipe):
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         with self.acct.phase("learn"):
             learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
+            # as the base recipe: free the gradient shards now rather than through sampling and evaluation
+            self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
         with self.acct.phase("sync"):
             _sync_sampler(self.sampler_model, self.model)

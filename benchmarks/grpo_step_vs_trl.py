@@ -84,21 +84,28 @@ def copy_bandwidth(mbytes: int = 512, reps: int = 5, tries: int = 3) -> float:
     return best
 
 
+def floor_seconds(matmul: int, params: int, prompt_tokens: int, group: int, new_tokens: int, learner_flops: float,
+                  bf16_flops: float, bandwidth: float) -> dict[str, float]:
+    """The floor of one step in seconds per part (see the module docstring); rates in FLOP/s and bytes/s."""
+    tokens = prompt_tokens + group * new_tokens
+    per_decode = max(2 * matmul / bandwidth, 2 * matmul * group / bf16_flops)
+    floor = {"learner": 6 * matmul * tokens / learner_flops, "sampling": new_tokens * per_decode,
+             "optimizer": 28 * params / bandwidth, "matmul_params": matmul, "tokens": tokens}
+    floor["total"] = floor["learner"] + floor["sampling"] + floor["optimizer"]
+    return floor
+
+
 def step_floor(model_path: str, prompt_tokens: int, args, rates: dict[str, float]) -> dict[str, float]:
-    """The floor of one step (seconds per part; see the module docstring) from measured ``rates``."""
+    """:func:`floor_seconds` for ``model_path``'s parameter counts and the measured ``rates``."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     params = sum(p.numel() for p in model.parameters())
     del model
-    tokens = prompt_tokens + args.group * args.new_tokens
-    learner_rate = rates["gemm_bf16"] if args.precision == "bf16" else rates["gemm_fp32"]
-    per_decode = max(2 * matmul / rates["bandwidth"], 2 * matmul * args.group / rates["gemm_bf16"])
-    floor = {"learner": 6 * matmul * tokens / learner_rate, "sampling": args.new_tokens * per_decode,
-             "optimizer": 28 * params / rates["bandwidth"], "matmul_params": matmul, "tokens": tokens}
-    floor["total"] = floor["learner"] + floor["sampling"] + floor["optimizer"]
-    return floor
+    learner = rates["gemm_bf16"] if args.precision == "bf16" else rates["gemm_fp32"]
+    return floor_seconds(matmul, params, prompt_tokens, args.group, args.new_tokens, learner, rates["gemm_bf16"],
+                         rates["bandwidth"])
 
 
 def time_trl(model_path: str, args) -> list[float]:

@@ -23,6 +23,7 @@ import torch
 
 from rlvr.engines.base import SamplingParams
 from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes
+from rlvr.engines.static_decode import DecoderPool, static_batch, static_capacity
 from rlvr.types import Problem, Sample
 
 __all__ = ["HFEngine", "format_prompt", "with_prefixes", "sample_categorical", "sampler_dtype"]
@@ -111,10 +112,22 @@ class HFEngine:
             always merged into the copy.
         cache_bytes: the most memory a :meth:`prefix_cache` may hold (rows beyond it
             are recomputed at their next turn).
+        decode: ``"dynamic"`` (the default: finished rows leave the batch, the cache grows a
+            position per step; best on CPU), ``"static"`` (fixed shapes: a transformers
+            ``StaticCache``, rows kept to the end) or ``"compiled"`` (static, the step
+            through ``torch.compile``: CUDA graphs on a GPU).  See ``rlvr.engines.static_decode``.
+            Calls with a ``PrefixCache`` (multi-turn) always decode dynamically.
     """
 
+    DECODE_MODES = ("dynamic", "static", "compiled")
+
     def __init__(self, model, tokenizer, *, batch_size: int = 64, system_prompt: str | None = None,
-                 dtype: torch.dtype | None = None, merge_lora: bool = True, cache_bytes: int = 1 << 30):
+                 dtype: torch.dtype | None = None, merge_lora: bool = True, cache_bytes: int = 1 << 30,
+                 decode: str = "dynamic"):
+        if decode not in self.DECODE_MODES:
+            raise ValueError(f"decode must be one of {', '.join(self.DECODE_MODES)}, got {decode!r}")
+        self.decode = decode
+        self._decoders = DecoderPool()
         self.model = model
         self._lora_merged = False
         from rlvr.models.lora import is_lora_model
@@ -226,7 +239,11 @@ class HFEngine:
                 idx = list(range(start, min(start + per_chunk, len(problems))))
                 gens = None if params.seeds is None else \
                     [torch.Generator(device="cpu").manual_seed(int(params.seeds[i])) for i in idx]
-                rows = self._generate_chunk([prompts[i] for i in idx], params, cache, gens)
+                chunk = [prompts[i] for i in idx]
+                if self.decode == "dynamic" or cache is not None:
+                    rows = self._generate_chunk(chunk, params, cache, gens)
+                else:
+                    rows = self._generate_chunk_static(chunk, params, gens)
                 for j, i in enumerate(idx):
                     for g in range(params.n):
                         ids, lps, reason = rows[j * params.n + g]
@@ -307,35 +324,8 @@ class HFEngine:
         active = torch.arange(B)  # original row index of each live row
 
         for step in range(params.max_new_tokens):
-            if params.temperature == 0:
-                lp_all = torch.log_softmax(logits, -1)
-                tok = lp_all.argmax(-1)
-            else:
-                scaled = logits / params.temperature if params.temperature != 1.0 else logits
-                lp_all = torch.log_softmax(scaled, -1)
-                if params.top_p < 1.0:
-                    probs = _top_p_filter(scaled, params.top_p).softmax(-1)
-                else:
-                    probs = lp_all.exp()
-                if gens is None:
-                    tok = sample_categorical(probs, self.generator)
-                else:  # per prompt, the same draws as a call holding only that prompt's live rows
-                    owners = torch.div(active, n, rounding_mode="floor")
-                    counts = torch.bincount(owners, minlength=len(gens)).tolist()
-                    u = torch.cat([torch.rand((k, 1), generator=gens[j], dtype=probs.dtype)
-                                   for j, k in enumerate(counts) if k])
-                    tok = sample_categorical(probs, u=u)
-            lp = lp_all.gather(-1, tok[:, None]).squeeze(-1)
-
-            keep = []
-            for r, (row, t, l) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
-                tokens[row].append(t)
-                logps[row].append(l)
-                eos_hit = t in self.eos_ids and not params.ignore_eos
-                if eos_hit or (params.stop and self._hit_stop(tokens[row], params.stop)):
-                    reasons[row] = "stop"
-                else:
-                    keep.append(r)
+            tok, lp = self._sample(logits, params, gens, active, n)
+            keep = self._record(active, tok, lp, params, tokens, logps, reasons)
             if not keep or step == params.max_new_tokens - 1:
                 if store is not None:
                     self._store_rows(store, cache, mask, active, range(len(active)), prompts, n, tokens)
@@ -354,6 +344,77 @@ class HFEngine:
             cache = out.past_key_values
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + 1
+        return list(zip(tokens, logps, reasons))
+
+    def _sample(self, logits: torch.Tensor, params: SamplingParams, gens: list[torch.Generator] | None,
+                active: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next token of each row of ``logits`` (the live rows, original indices ``active``) and its log-prob."""
+        if params.temperature == 0:
+            lp_all = torch.log_softmax(logits, -1)
+            tok = lp_all.argmax(-1)
+        else:
+            scaled = logits / params.temperature if params.temperature != 1.0 else logits
+            lp_all = torch.log_softmax(scaled, -1)
+            if params.top_p < 1.0:
+                probs = _top_p_filter(scaled, params.top_p).softmax(-1)
+            else:
+                probs = lp_all.exp()
+            if gens is None:
+                tok = sample_categorical(probs, self.generator)
+            else:  # per prompt, the same draws as a call holding only that prompt's live rows
+                owners = torch.div(active, n, rounding_mode="floor")
+                counts = torch.bincount(owners, minlength=len(gens)).tolist()
+                u = torch.cat([torch.rand((k, 1), generator=gens[j], dtype=probs.dtype)
+                               for j, k in enumerate(counts) if k])
+                tok = sample_categorical(probs, u=u)
+        return tok, lp_all.gather(-1, tok[:, None]).squeeze(-1)
+
+    def _record(self, active, tok, lp, params, tokens, logps, reasons) -> list[int]:
+        """Append each live row's token; returns the positions (in ``active``) of the rows still going."""
+        keep = []
+        for r, (row, t, l) in enumerate(zip(active.tolist(), tok.tolist(), lp.tolist())):
+            tokens[row].append(t)
+            logps[row].append(l)
+            eos_hit = t in self.eos_ids and not params.ignore_eos
+            if eos_hit or (params.stop and self._hit_stop(tokens[row], params.stop)):
+                reasons[row] = "stop"
+            else:
+                keep.append(r)
+        return keep
+
+    def _generate_chunk_static(self, prompts: list[list[int]], params: SamplingParams,
+                               gens: list[torch.Generator] | None = None):
+        """:meth:`_generate_chunk` on fixed shapes (``decode="static"``/``"compiled"``, see ``static_decode``):
+        the rows stay in the batch to the end, finished ones fed a pad token; the same tokens are sampled."""
+        model, n = self.model, params.n
+        device = next(model.parameters()).device
+        out, mask, position_ids = self._prefill(prompts, params, None)
+        rows = len(prompts) * n
+        batch = static_batch(rows, max(rows, self.batch_size))
+        dec = self._decoders.get(model, batch, static_capacity(mask.shape[1] + params.max_new_tokens),
+                                 self.decode == "compiled")
+        logits, prefill_cache = out.logits[:, -1, :].float().repeat_interleave(n, dim=0), out.past_key_values
+        del out
+        dec.load(prefill_cache, mask, n)
+        del prefill_cache  # copied into the static cache: free it before decoding
+        pos = position_ids[:, -1:].repeat_interleave(n, dim=0) + 1
+        pos = torch.cat([pos, pos[:1].expand(batch - rows, 1)]) if batch > rows else pos
+        feed = torch.full((batch,), self.pad_id, dtype=torch.long, device=device)
+
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        reasons = ["length"] * rows
+        active = torch.arange(rows)  # original row index of each live row
+        for step in range(params.max_new_tokens):
+            tok, lp = self._sample(logits, params, gens, active, n)
+            keep = self._record(active, tok, lp, params, tokens, logps, reasons)
+            if not keep or step == params.max_new_tokens - 1:
+                break
+            feed.fill_(self.pad_id)
+            feed[active.to(device)] = tok.to(device)
+            active = active[torch.tensor(keep)]
+            logits = dec.step(feed, pos)[active.to(device)]
+            pos = pos + 1
         return list(zip(tokens, logps, reasons))
 
     @staticmethod

@@ -17,7 +17,7 @@ The engine must implement :class:`rlvr.engines.base.RolloutEngine` (``generate``
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from rlvr.registry import Registry
 
@@ -34,12 +34,15 @@ def build_engine(name: str, model, tokenizer, cfg, **params: Any):
 
 
 @ENGINES.register("hf", doc="in-process HF model with a KV cache (the CPU default); a bf16 sampler copy if "
-                            "rollout.dtype asks")
-def hf_engine(model, tokenizer, cfg):
+                            "rollout.dtype asks; engine_params {decode: compiled}: static KV cache + CUDA graphs")
+def hf_engine(model, tokenizer, cfg, *, decode: Literal["dynamic", "static", "compiled"] = "dynamic"):
+    """``decode``: dynamic (finished rows leave the batch; the CPU default), static (fixed shapes, a
+    transformers StaticCache) or compiled (static, the step through torch.compile: CUDA graphs on a GPU)."""
     from rlvr.engines.hf import HFEngine, sampler_dtype
 
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
-                    dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout)
+                    dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout,
+                    decode=decode)
 
 
 def vllm_options(cfg) -> dict:

@@ -1,0 +1,127 @@
+"""HFEngine's fixed-shape decode (decode="static" / "compiled"): the same samples as the dynamic loop.
+
+The CUDA-graph replay itself needs a GPU; what runs here is everything around it: the
+static cache and mask bookkeeping, rows kept in the batch after they finish, padded
+batch rows, and the ``torch.compile(fullgraph=True)`` trace the GPU path replays
+(a graph break fails these tests).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlvr.engines import HFEngine, SamplingParams
+from rlvr.engines.static_decode import DecoderPool, StaticDecoder, static_batch, static_capacity
+from rlvr.types import Problem
+
+from conftest import make_model
+
+PROBLEMS = [Problem(id="a", prompt="What is 2 + 3?", answer="5"),
+            Problem(id="b", prompt="Compute 17 * 3 please, and be quick.", answer="51"),
+            Problem(id="c", prompt="1+1", answer="2")]
+
+
+def _model(tok, seed=0):
+    """A float64 tiny model (so that batch layout cannot change a token) whose EOS is likely enough that some
+    rows finish early while others run on: the case the static loop handles differently."""
+    model = make_model(tok, seed=seed).double()
+    with torch.no_grad():
+        model.lm_head.weight[tok.eos_token_id] *= 6.0  # tied: also the EOS embedding; any model will do
+    return model.eval()
+
+
+def _flat(groups):
+    return [(s.completion_ids, s.logprobs, s.finish_reason) for g in groups for s in g]
+
+
+def test_static_batch_and_capacity_rounding():
+    assert [static_batch(r, 64) for r in (1, 3, 8, 9, 33, 64)] == [1, 4, 8, 16, 64, 64]
+    assert static_batch(70, 64) == 70  # never fewer rows than asked for
+    assert static_batch(9, 12) == 12
+    assert [static_capacity(p) for p in (1, 256, 257)] == [256, 256, 512]
+    assert static_capacity(70, 64) == 128
+
+
+@pytest.mark.parametrize("temperature, seeds", [(0.0, None), (0.9, None), (0.9, [5, 6, 7])])
+def test_static_decode_samples_what_the_dynamic_loop_samples(tiny_tokenizer, temperature, seeds):
+    model = _model(tiny_tokenizer)
+    params = SamplingParams(n=3, max_new_tokens=14, temperature=temperature, seed=None if seeds else 3, seeds=seeds)
+    # batch 16 for 9 rows: the static batch pads 7 rows (copies of row 0)
+    ref = _flat(HFEngine(model, tiny_tokenizer, batch_size=16).generate(PROBLEMS, params))
+    got = _flat(HFEngine(model, tiny_tokenizer, batch_size=16, decode="static").generate(PROBLEMS, params))
+    lengths = [len(ids) for ids, _, _ in ref]
+    if temperature:  # the case that matters is exercised: rows finish at different steps
+        assert min(lengths) < 14 and max(lengths) == 14 and "stop" in {r for _, _, r in ref}, lengths
+    assert [(ids, r) for ids, _, r in got] == [(ids, r) for ids, _, r in ref]
+    for (_, lp_got, _), (_, lp_ref, _) in zip(got, ref):
+        assert torch.allclose(torch.tensor(lp_got), torch.tensor(lp_ref), atol=1e-9)
+
+
+def test_static_decode_reuses_one_decoder_across_chunks_and_calls(tiny_tokenizer):
+    model = _model(tiny_tokenizer)
+    engine = HFEngine(model, tiny_tokenizer, batch_size=4, decode="static")  # one problem x 3 rows per chunk
+    params = SamplingParams(n=3, max_new_tokens=6, temperature=1.0, seed=0)
+    engine.generate(PROBLEMS, params)
+    engine.generate(PROBLEMS[:1], params)
+    assert len(engine._decoders) == 1  # batch 4 x capacity 256 for every chunk
+
+
+def test_static_decoder_refuses_a_prefill_that_does_not_fit(tiny_tokenizer):
+    model = _model(tiny_tokenizer)
+    dec = StaticDecoder(model, batch=2, capacity=8)
+    with torch.no_grad():
+        out = model(input_ids=torch.ones((1, 8), dtype=torch.long), use_cache=True)
+    with pytest.raises(ValueError, match="does not fit"):
+        dec.load(out.past_key_values, torch.ones((1, 8), dtype=torch.long), n=1)  # no room for a new token
+    with pytest.raises(ValueError, match="does not fit"):
+        dec.load(out.past_key_values, torch.ones((1, 4), dtype=torch.long), n=3)  # 3 rows > batch 2
+
+
+def test_decoder_pool_keeps_the_most_recent(tiny_tokenizer):
+    model = _model(tiny_tokenizer)
+    pool = DecoderPool(size=2)
+    a = pool.get(model, 2, 16, False)
+    assert pool.get(model, 2, 16, False) is a
+    pool.get(model, 4, 16, False)
+    pool.get(model, 2, 32, False)  # evicts (2, 16)
+    assert len(pool) == 2 and pool.get(model, 2, 16, False) is not a
+
+
+def test_static_decode_refuses_sliding_window_layers(tiny_tokenizer):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=4, num_key_value_heads=2, sliding_window=4)
+    with pytest.raises(ValueError, match="full-attention layers only"):
+        StaticDecoder(MistralForCausalLM(cfg), batch=2, capacity=16)
+
+
+def test_bad_decode_mode_fails_at_construction_and_config_load(tiny_model, tiny_tokenizer):
+    from rlvr.config import ConfigError, load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(ValueError, match="decode must be one of"):
+        HFEngine(tiny_model, tiny_tokenizer, decode="graphs")
+    with pytest.raises(ConfigError, match="rollout.engine_params.decode"):
+        load_config(RunConfig, None, ["rollout.engine_params={decode: graphs}"])
+    cfg = load_config(RunConfig, None, ["rollout.engine_params={decode: compiled}"])
+    assert cfg.rollout.engine_params == {"decode": "compiled"}
+
+
+def test_compiled_decode_traces_one_graph_and_samples_what_the_dynamic_loop_samples(tiny_tokenizer):
+    """``torch.compile(fullgraph=True)`` of the step: no graph break (the GPU records this trace as a CUDA
+    graph), the same tokens, and no recompilation on later steps, chunks or calls of the same shape."""
+    torch._dynamo.reset()
+    model = _model(tiny_tokenizer, seed=1)
+    params = SamplingParams(n=2, max_new_tokens=10, temperature=0.9, seed=11)
+    ref = _flat(HFEngine(model, tiny_tokenizer, batch_size=8).generate(PROBLEMS, params))
+    engine = HFEngine(model, tiny_tokenizer, batch_size=8, decode="compiled")
+    got = _flat(engine.generate(PROBLEMS, params))
+    assert [(ids, r) for ids, _, r in got] == [(ids, r) for ids, _, r in ref]
+    for (_, lp_got, _), (_, lp_ref, _) in zip(got, ref):
+        # inductor fuses RMSNorm's float32 section differently: float32 rounding, not float64
+        assert torch.allclose(torch.tensor(lp_got), torch.tensor(lp_ref), atol=1e-5)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        again = _flat(engine.generate(PROBLEMS, params))
+    assert [ids for ids, _, _ in again] == [ids for ids, _, _ in got]

@@ -1,18 +1,28 @@
-"""GPU path check: rollout throughput and GRPO step time of a ~0.5B Llama-style model in bf16.
+"""GPU path check: rollout throughput, GRPO step time with learner MFU, and chunked log-probs, ~0.5B model, bf16.
 
 The GPU machine has no hub access, so the model is randomly initialised (a
 Qwen2.5-0.5B-sized Llama: 32 layers, hidden 1024, GQA 16/4 heads, 49k vocabulary
 of the bundled SmolLM2 tokenizer).  Random weights never emit EOS, so every
 completion runs to ``--new-tokens`` (EOS ignored), which makes the token counts
-exact.  Two measurements, each with an anchor from the same run:
+exact.  Three measurements, each with an anchor from the same run:
 
-1. rollout tokens/s of ``rlvr.engines.HFEngine`` (bf16, shared prefill, pre-allocated
-   KV cache) vs ``model.generate`` on the same prompts, group size and length;
+1. rollout tokens/s of ``rlvr.engines.HFEngine`` for each ``--decodes`` mode
+   (``dynamic``: shape-changing loop; ``compiled``: static KV cache, the step through
+   ``torch.compile`` = CUDA graphs) vs ``model.generate`` on the same prompts, group
+   size and length (issue 16's target: compiled >= 1.5x generate);
 2. seconds per GRPO step of ``rlvr.recipes.rl.train`` (bf16 sampler copy, learner
-   with bf16 autocast over fp32 master weights, AdamW), with its split into
-   generate / verify / learn and the peak GPU memory.
+   with bf16 autocast over fp32 master weights, AdamW), its split into generate /
+   verify / learn, peak GPU memory, and the learner's MFU: 6 x matmul parameters x
+   learner tokens / learn time, against the bf16 GEMM rate measured in the same run
+   (and against the device's nominal dense bf16 peak where known);
+3. per-token log-probs through the LM head: the eager path (full [N, V] logits) vs
+   rlvr's chunked path (values and gradients) and liger-kernel's fused kernel where
+   installed (values), with time and peak memory of each.
 
     python benchmarks/gpu_check.py --tokenizer PATH_TO_HF_TOKENIZER [--prompts 64 --group 8 --new-tokens 256]
+
+``--device cpu`` with ``--layers 1 --hidden 64`` and small counts smoke-tests the
+script (the test suite does); its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -51,31 +61,42 @@ def sync():
         torch.cuda.synchronize()
 
 
+def _time_engine(engine, probs, params, repeats: int) -> tuple[float, int]:
+    """Median seconds of ``repeats`` identical calls (after one untimed call of the same shape: compiles and
+    records any graph) and the tokens each produced."""
+    engine.generate(probs, params)
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        groups = engine.generate(probs, params)
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), sum(s.num_tokens for g in groups for s in g)
+
+
 def rollout_throughput(model, tok, args) -> dict:
     from rlvr.engines import HFEngine, SamplingParams
     from rlvr.engines.hf import format_prompt
 
     probs = problems(args.prompts)
     rows = args.prompts * args.group
-    engine = HFEngine(model, tok, batch_size=rows)
     params = SamplingParams(n=args.group, max_new_tokens=args.new_tokens, temperature=1.0, ignore_eos=True, seed=0)
-    engine.generate(probs[:2], SamplingParams(n=2, max_new_tokens=8, ignore_eos=True))  # warm-up
     res = {"rows": rows, "new_tokens": args.new_tokens}
-    times = []
-    for _ in range(args.repeats):
-        sync()
+    for mode in args.decodes:
+        engine = HFEngine(model, tok, batch_size=rows, decode=mode)
         t0 = time.perf_counter()
-        groups = engine.generate(probs, params)
-        sync()
-        times.append(time.perf_counter() - t0)
-    ntok = sum(s.num_tokens for g in groups for s in g)
-    res["rlvr_tokens_per_s"] = ntok / statistics.median(times)
-    res["rlvr_seconds"] = statistics.median(times)
+        secs, ntok = _time_engine(engine, probs, params, args.repeats)
+        res[f"rlvr_{mode}_warmup_s"] = time.perf_counter() - t0 - secs * args.repeats
+        res[f"rlvr_{mode}_tokens_per_s"] = ntok / secs
+        res[f"rlvr_{mode}_seconds"] = secs
+        pad_id = engine.pad_id
+        del engine
 
     # anchor: transformers' generate on the same left-padded prompts, group via num_return_sequences
     prompts = [format_prompt(tok, p, None) for p in probs]
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), engine.pad_id, dtype=torch.long)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):] = torch.tensor(p)
@@ -88,12 +109,102 @@ def rollout_throughput(model, tok, args) -> dict:
         with torch.inference_mode():
             out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
                                  max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                                 num_return_sequences=args.group, pad_token_id=engine.pad_id)
+                                 num_return_sequences=args.group, pad_token_id=pad_id)
         sync()
         gen_times.append(time.perf_counter() - t0)
     gtok = (out.shape[1] - width) * out.shape[0]
     res["generate_tokens_per_s"] = gtok / statistics.median(gen_times)
-    res["ratio_rlvr_vs_generate"] = res["rlvr_tokens_per_s"] / res["generate_tokens_per_s"]
+    for mode in args.decodes:
+        res[f"ratio_{mode}_vs_generate"] = res[f"rlvr_{mode}_tokens_per_s"] / res["generate_tokens_per_s"]
+    return res
+
+
+NOMINAL_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}  # dense, SXM, from NVIDIA's data sheets
+
+
+def nominal_peak(device_name: str) -> float | None:
+    """The device's nominal dense bf16 FLOP/s, or None for a device not in the table."""
+    for key, tflops in NOMINAL_BF16_TFLOPS.items():
+        if key in device_name:
+            return tflops * 1e12
+    return None
+
+
+def gemm_rate(device: str, n: int = 8192, dtype=torch.bfloat16, repeats: int = 5) -> float:
+    """FLOP/s of an n x n x n matmul in ``dtype`` on ``device`` (best of ``repeats``): the MFU anchor."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        a @ b
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def matmul_params(model) -> int:
+    """Parameters that take part in a matmul per token: every ``nn.Linear`` weight (the LM head included,
+    once, even when tied to the embedding, whose lookup is no matmul)."""
+    return sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def mfu(matmul: int, tokens: float, seconds: float, peak: float) -> float:
+    """Model FLOPs utilisation of a training pass: 6 x matmul params x tokens (forward 2, backward 4; attention
+    left out) per second, as a fraction of ``peak`` FLOP/s."""
+    return 6 * matmul * tokens / seconds / peak
+
+
+def logprob_check(args, vocab: int) -> dict:
+    """Per-token log-probs of ``--lp-tokens`` bf16 hidden states through a [vocab, hidden] LM head: eager (full
+    logits), rlvr's chunked path (values and gradients against eager) and liger-kernel's (values) if installed."""
+    from rlvr.algorithms.logprobs import chunked_linear_logprobs, fused_linear_logprobs, liger_available
+
+    dev, dt = args.device, torch.bfloat16
+    torch.manual_seed(0)
+    h0 = torch.randn(args.lp_tokens, args.hidden, device=dev, dtype=dt)
+    w0 = (torch.randn(vocab, args.hidden, device=dev) / args.hidden ** 0.5).to(dt)
+    t = torch.randint(0, vocab, (args.lp_tokens,), device=dev)
+
+    def eager(h, w):
+        return torch.log_softmax((h @ w.T).float(), -1).gather(-1, t[:, None]).squeeze(-1)
+
+    def chunked(h, w):
+        return chunked_linear_logprobs(h, w, t, 1.0, args.lp_chunk)[0]
+
+    res = {"tokens": args.lp_tokens, "vocab": vocab, "chunk": args.lp_chunk}
+    grads = {}
+    for name, fn in (("eager", eager), ("chunked", chunked)):
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        if dev == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        sync()
+        t0 = time.perf_counter()
+        lp = fn(h, w)
+        lp.sum().backward()
+        sync()
+        res[f"{name}_s"] = time.perf_counter() - t0
+        if dev == "cuda":
+            res[f"{name}_peak_extra_gib"] = (torch.cuda.max_memory_allocated() - base) / 2**30
+        grads[name] = (lp.detach(), h.grad.float(), w.grad.float())
+    (lp_e, gh_e, gw_e), (lp_c, gh_c, gw_c) = grads["eager"], grads["chunked"]
+    res["chunked_max_abs_logprob_diff"] = (lp_c - lp_e).abs().max().item()
+    res["chunked_grad_hidden_rel_err"] = ((gh_c - gh_e).norm() / gh_e.norm()).item()
+    res["chunked_grad_weight_rel_err"] = ((gw_c - gw_e).norm() / gw_e.norm()).item()
+    if liger_available(dev):
+        with torch.no_grad():
+            sync()
+            t0 = time.perf_counter()
+            lp_l, _ = fused_linear_logprobs(h0, w0, t, 1.0, args.lp_chunk, backend="liger")
+            sync()
+            res["liger_s"] = time.perf_counter() - t0
+        res["liger_max_abs_logprob_diff"] = (lp_l.float() - lp_e).abs().max().item()
+    else:
+        res["liger"] = "not installed (or no CUDA): not checked"
     return res
 
 
@@ -114,18 +225,33 @@ def grpo_steps(model, tok, args) -> dict:
         f"rollout.batch_size={args.step_prompts * args.group}", "rollout.dtype=bfloat16",
         "train.autocast=bfloat16", f"train.micro_batch_size={args.micro_batch}", "train.lr=1e-6",
         "train.warmup_steps=0", "train.save_every=0", "train.progress=false", "algorithm.loss_agg=token_mean",
-        "eval.before_training=false", "eval.after_training=false", f"model.device={args.device}"])
+        "eval.before_training=false", "eval.after_training=false", f"model.device={args.device}",
+        f"rollout.engine_params={{decode: {args.step_decode}}}"])
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     train(cfg, model=model, tokenizer=tok, problems=(problems(256), []), verifier=digit_fraction)
     rows = read_metrics(f"{out}/metrics.jsonl")[1:]  # first step is warm-up
     med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
-    return {"steps_timed": len(rows), "rollouts_per_step": args.step_prompts * args.group,
-            "new_tokens": args.new_tokens, "step_s": med("step_time"), "gen_s": med("gen_time"),
-            "learn_s": med("learn_time"), "verify_s": med("verify_time"), "rollout_tokens_per_s": med("tokens_per_s"),
-            "learner_tokens_per_s": statistics.median(r.get("learner_tokens", 0) / r["learn_time"] for r in rows),
-            "logprob_mismatch": statistics.median([r.get("logprob_mismatch", float("nan")) for r in rows]),
-            "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None}
+    tokens_per_s = statistics.median(r.get("learner_tokens", 0) / r["learn_time"] for r in rows)
+    res = {"decode": args.step_decode, "steps_timed": len(rows), "rollouts_per_step": args.step_prompts * args.group,
+           "new_tokens": args.new_tokens, "step_s": med("step_time"), "gen_s": med("gen_time"),
+           "learn_s": med("learn_time"), "verify_s": med("verify_time"), "rollout_tokens_per_s": med("tokens_per_s"),
+           "learner_tokens_per_s": tokens_per_s,
+           "logprob_mismatch": statistics.median([r.get("logprob_mismatch", float("nan")) for r in rows]),
+           "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None}
+    # The learner runs every row's prompt and completion (learner_tokens counts the completion tokens it scores);
+    # learn_time includes the optimizer step, so the MFU below is a lower bound on the passes' own.
+    from rlvr.engines.hf import format_prompt
+
+    mean_prompt = statistics.mean(len(format_prompt(tok, p, None)) for p in problems(256))
+    processed_per_s = statistics.median(args.step_prompts * args.group * (mean_prompt + args.new_tokens)
+                                        / r["learn_time"] for r in rows)
+    matmul = matmul_params(model)
+    res.update(matmul_params_m=matmul / 1e6, learner_processed_tokens_per_s=processed_per_s,
+               learner_mfu_vs_measured_gemm=mfu(matmul, processed_per_s, 1.0, args.gemm_flops))
+    if args.nominal_flops:
+        res["learner_mfu_vs_nominal"] = mfu(matmul, processed_per_s, 1.0, args.nominal_flops)
+    return res
 
 
 def main() -> None:
@@ -142,6 +268,13 @@ def main() -> None:
     ap.add_argument("--device", default="cuda", help="cuda (default); cpu only to smoke-test the script")
     ap.add_argument("--layers", type=int, default=32, help="decoder layers (32: ~0.5B parameters)")
     ap.add_argument("--hidden", type=int, default=1024, help="hidden size")
+    ap.add_argument("--decodes", nargs="+", default=["dynamic", "compiled"], choices=["dynamic", "static", "compiled"],
+                    help="HFEngine decode modes to time against model.generate")
+    ap.add_argument("--step-decode", default="compiled", choices=["dynamic", "static", "compiled"],
+                    help="the HF engine's decode mode inside the GRPO steps")
+    ap.add_argument("--gemm-size", type=int, default=8192, help="n of the n^3 bf16 matmul that anchors MFU")
+    ap.add_argument("--lp-tokens", type=int, default=16384, help="tokens in the log-prob check")
+    ap.add_argument("--lp-chunk", type=int, default=1024, help="chunk of the chunked log-prob path")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -149,8 +282,15 @@ def main() -> None:
         raise SystemExit("gpu_check.py needs a CUDA device (--device cpu only smoke-tests it)")
     torch.backends.cuda.matmul.allow_tf32 = True
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
-    res = {"device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(), "torch": torch.__version__, "host": platform.node(),
+    res = {"device": torch.cuda.get_device_name() if args.device == "cuda" else (platform.processor() or platform.machine()), "torch": torch.__version__, "host": platform.node(),
            "date": time.strftime("%Y-%m-%d")}
+    args.gemm_flops = gemm_rate(args.device, args.gemm_size)
+    args.nominal_flops = nominal_peak(res["device"]) if args.device == "cuda" else None
+    res["bf16_gemm_tflops_measured"] = args.gemm_flops / 1e12
+    res["bf16_tflops_nominal"] = args.nominal_flops / 1e12 if args.nominal_flops else None
+    print(f"bf16 GEMM ({args.gemm_size}^3): {res['bf16_gemm_tflops_measured']:.1f} TFLOP/s measured", flush=True)
+    res["logprobs"] = logprob_check(args, len(tok))
+    print(json.dumps(res["logprobs"], indent=1), flush=True)
     model = build_model(len(tok), args.device, torch.bfloat16, args.layers, args.hidden)
     res["params_m"] = sum(p.numel() for p in model.parameters()) / 1e6
     print(f"model: {res['params_m']:.0f}M parameters on {res['device']}", flush=True)

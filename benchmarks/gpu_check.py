@@ -282,7 +282,8 @@ def main() -> None:
         raise SystemExit("gpu_check.py needs a CUDA device (--device cpu only smoke-tests it)")
     torch.backends.cuda.matmul.allow_tf32 = True
     tok = AutoTokenizer.from_pretrained(args.tokenizer)
-    res = {"device": torch.cuda.get_device_name() if args.device == "cuda" else (platform.processor() or platform.machine()), "torch": torch.__version__, "host": platform.node(),
+    device = torch.cuda.get_device_name() if args.device == "cuda" else (platform.processor() or platform.machine())
+    res = {"device": device, "torch": torch.__version__, "host": platform.node(),
            "date": time.strftime("%Y-%m-%d")}
     args.gemm_flops = gemm_rate(args.device, args.gemm_size)
     args.nominal_flops = nominal_peak(res["device"]) if args.device == "cuda" else None

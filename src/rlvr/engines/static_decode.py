@@ -75,8 +75,9 @@ class StaticDecoder:
         torch._dynamo.mark_static_address(self.mask)  # updated in place between replays, never copied into a graph
         self.filled = 0  # positions written so far (the same number as each layer's counter)
         self._forward = self._step
+        self._graphs = compile and p.device.type == "cuda"
         if compile:
-            mode = "reduce-overhead" if p.device.type == "cuda" else None
+            mode = "reduce-overhead" if self._graphs else None
             self._forward = torch.compile(self._step, fullgraph=True, dynamic=False, mode=mode)
 
     def _step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
@@ -110,6 +111,8 @@ class StaticDecoder:
         if self.filled >= self.capacity:
             raise RuntimeError(f"static cache full ({self.capacity} positions)")
         self.mask[:, self.filled] = 1
+        if self._graphs:  # a new iteration: the previous step's outputs may be overwritten (they have been read)
+            torch.compiler.cudagraph_mark_step_begin()
         logits = self._forward(tokens[:, None], self.mask, position_ids)
         self.filled += 1
         return logits

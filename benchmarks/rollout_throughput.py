@@ -50,6 +50,9 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], help="sampler precisions to measure")
     ap.add_argument("--repeats", type=int, default=2, help="timed repetitions (best is kept)")
+    ap.add_argument("--decodes", nargs="+", default=["dynamic"], choices=["dynamic", "static", "compiled"],
+                    help="HFEngine decode modes to time (compiled: static cache + torch.compile; its compile "
+                         "time falls in the untimed warm-up call)")
     args = ap.parse_args()
 
     from rlvr.models import load_policy
@@ -66,7 +69,7 @@ def main() -> None:
           f"torch {torch.__version__}")
     print(f"model: {args.model} ({n_params / 1e6:.1f}M params), {args.batch} rows, {args.new_tokens} new tokens")
     fp32_roofline = max(matmul_flops(torch.float32) for _ in range(2)) / (2 * n_params)
-    print(f"{'dtype':9} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
+    print(f"{'dtype':9} {'decode':9} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
           f"{'rlvr/fp32roof':>13} {'rlvr/gen':>8}")
 
     for dtype_name in args.dtypes:
@@ -74,12 +77,12 @@ def main() -> None:
         model = base if dtype == torch.float32 else copy.deepcopy(base).to(dtype)
         roofline = fp32_roofline if dtype == torch.float32 else \
             max(matmul_flops(dtype) for _ in range(2)) / (2 * n_params)
-        engine = HFEngine(model, tok, batch_size=args.batch)
+        engines = {d: HFEngine(model, tok, batch_size=args.batch, decode=d) for d in args.decodes}
         for n in (1, args.group):
             probs = problems[: args.batch // n]
             rows = len(probs) * n
 
-            def run_engine() -> float:
+            def run_engine(engine) -> float:
                 t0 = time.perf_counter()
                 out = engine.generate(probs, SamplingParams(n=n, max_new_tokens=args.new_tokens, temperature=1.0,
                                                             seed=0, ignore_eos=True))
@@ -103,13 +106,14 @@ def main() -> None:
                 assert out.shape == (rows, width + args.new_tokens)
                 return rows * args.new_tokens / dt
 
-            run_engine()  # warm-up
-            rlvr_tps = max(run_engine() for _ in range(args.repeats))
             hf_tps = max(run_generate() for _ in range(args.repeats))
             shape = f"{len(probs)}x{n}"
-            print(f"{dtype_name:9} {shape:12} {roofline:9.0f} {hf_tps:9.1f} {rlvr_tps:9.1f} "
-                  f"{rlvr_tps / roofline:9.1%} {rlvr_tps / fp32_roofline:13.1%} {rlvr_tps / hf_tps:7.2f}x",
-                  flush=True)
+            for decode, engine in engines.items():
+                run_engine(engine)  # warm-up (and, for decode=compiled, compilation)
+                rlvr_tps = max(run_engine(engine) for _ in range(args.repeats))
+                print(f"{dtype_name:9} {decode:9} {shape:12} {roofline:9.0f} {hf_tps:9.1f} {rlvr_tps:9.1f} "
+                      f"{rlvr_tps / roofline:9.1%} {rlvr_tps / fp32_roofline:13.1%} {rlvr_tps / hf_tps:7.2f}x",
+                      flush=True)
     print(f"tokens/s; roofline = matmul FLOP/s in that dtype / (2 x params); fp32 roofline {fp32_roofline:.0f}")
 
 

@@ -15,7 +15,7 @@ every tensor the step touches to keep its shape and address:
   position ids and a ``[batch, capacity]`` attention mask;
 * no row ever leaves the batch: a finished row is fed a pad token and its output
   ignored, and rows beyond the chunk's (the batch is rounded up to a power of two
-  so that few shapes are ever compiled) copy row 0;
+  and the capacity to 128 positions, so that few shapes are ever compiled) copy row 0;
 * with ``compile=True`` the step goes through ``torch.compile(fullgraph=True)``:
   on CUDA with ``mode="reduce-overhead"`` (CUDA graphs through inductor's cudagraph
   trees, the path transformers' own static-cache generation takes), elsewhere with
@@ -34,7 +34,10 @@ from collections import OrderedDict
 import torch
 from transformers.cache_utils import StaticCache, StaticLayer
 
-__all__ = ["StaticDecoder", "DecoderPool", "static_batch", "static_capacity"]
+__all__ = ["StaticDecoder", "DecoderPool", "static_batch", "static_capacity", "COMPILED_VARIANTS"]
+
+COMPILED_VARIANTS = 64
+"""The most compiled decode steps (shapes x decoders) a process keeps before torch runs new ones eagerly."""
 
 
 def static_batch(rows: int, limit: int) -> int:
@@ -46,8 +49,9 @@ def static_batch(rows: int, limit: int) -> int:
     return max(rows, min(p, limit))
 
 
-def static_capacity(positions: int, multiple: int = 256) -> int:
-    """Cache positions for ``positions`` needed ones, rounded up to ``multiple`` (few distinct shapes)."""
+def static_capacity(positions: int, multiple: int = 128) -> int:
+    """Cache positions for ``positions`` needed ones, rounded up to ``multiple``: few distinct shapes, and
+    attention (which reads all ``capacity`` positions every step) at most ``multiple - 1`` positions wider."""
     return -(-positions // multiple) * multiple
 
 
@@ -77,6 +81,10 @@ class StaticDecoder:
         self._forward = self._step
         self._graphs = compile and p.device.type == "cuda"
         if compile:
+            # each decoder is one more compiled variant of the same function: past torch's default of 8 a new
+            # shape would silently run eagerly, so allow as many as a long run with varied prompts may build
+            limit = torch._dynamo.config
+            limit.recompile_limit = max(limit.recompile_limit, COMPILED_VARIANTS)
             mode = "reduce-overhead" if self._graphs else None
             self._forward = torch.compile(self._step, fullgraph=True, dynamic=False, mode=mode)
 

@@ -29,6 +29,7 @@ rounding (batch shapes differ); in float64 the tests find them equal.
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 
 import torch
@@ -75,6 +76,14 @@ class StaticDecoder:
         heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.cache.early_initialization(batch, heads, head_dim, p.dtype, p.device)
+        if not all(hasattr(layer, "cumulative_length") for layer in self.cache.layers):
+            import transformers
+
+            raise RuntimeError(f"transformers {transformers.__version__}'s StaticCache keeps no in-place position "
+                               "counter (cumulative_length), which decode='static'/'compiled' is written against; "
+                               "upgrade transformers or use decode='dynamic'")
+        # transformers 5.2x renamed the forward's cache argument (past_key_values -> cache)
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.mask = torch.zeros((batch, capacity), dtype=torch.long, device=p.device)
         torch._dynamo.mark_static_address(self.mask)  # updated in place between replays, never copied into a graph
         self.filled = 0  # positions written so far (the same number as each layer's counter)
@@ -90,7 +99,7 @@ class StaticDecoder:
 
     def _step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         cache=self.cache, use_cache=True)
+                         use_cache=True, **{self._cache_kw: self.cache})
         return out.logits[:, -1, :].float()
 
     def load(self, prefill_cache, mask: torch.Tensor, n: int) -> None:

@@ -126,3 +126,27 @@ def test_compiled_decode_traces_one_graph_and_samples_what_the_dynamic_loop_samp
         again = _flat(engine.generate(PROBLEMS, params))
     assert [ids for ids, _, _ in again] == [ids for ids, _, _ in got]
     assert torch._dynamo.config.recompile_limit >= 64  # later decoders of other shapes still compile
+
+
+def test_compiled_decode_survives_the_training_loop_without_recompiling(tiny_tokenizer):
+    """What a GRPO run does between rollouts: the learner changes the weights, the engine's bf16 copy is
+    refilled in place (``sync_weights``), or freed and reallocated around the learner step (``sleep``).
+    None of it may recompile the step (on a GPU: re-record a graph every step), and the new weights
+    must be the ones sampled from."""
+    torch._dynamo.reset()
+    policy = make_model(tiny_tokenizer, seed=2).eval()
+    engine = HFEngine(policy, tiny_tokenizer, batch_size=4, dtype=torch.bfloat16, decode="compiled")
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=0.0)
+    first = _flat(engine.generate(PROBLEMS[:2], params))
+    with torch.no_grad():  # a "learner step" that changes what greedy decoding picks
+        for p in policy.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        engine.sync_weights(policy)
+        synced = _flat(engine.generate(PROBLEMS[:2], params))
+        assert engine.sleep()
+        engine.sync_weights(policy)
+        woke = _flat(engine.generate(PROBLEMS[:2], params))
+    fresh = _flat(HFEngine(policy, tiny_tokenizer, batch_size=4, dtype=torch.bfloat16).generate(PROBLEMS[:2], params))
+    assert [ids for ids, _, _ in synced] != [ids for ids, _, _ in first]  # the new weights are used
+    assert [ids for ids, _, _ in synced] == [ids for ids, _, _ in woke] == [ids for ids, _, _ in fresh]

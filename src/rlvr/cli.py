@@ -132,6 +132,7 @@ def _cmd_eval(ns) -> int:
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
+        decode=cfg.rollout.engine_params.get("decode", "dynamic") if cfg.rollout.engine == "hf" else "dynamic",
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
     try:
@@ -172,8 +173,9 @@ rlvr (src/rlvr/data; $RLVR_DATA_DIR or --path overrides it); --task jsonl --path
 FILE reads any JSONL (--prompt-field/--answer-field). Without --task: the
 held-out split of the config's task (task.* keys), as `rlvr train` evaluates it.
 
-Samples are generated once with the training rollout engine (HFEngine) and
-stored in a JSONL samples file (--samples; default
+Samples are generated once with the training rollout engine (HFEngine; on a
+GPU, rollout.engine_params={decode: compiled} replays its decode step as a CUDA
+graph) and stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
 is given). Each problem draws from its own generator seeded with seed + its
 index; problems are decoded together, rollout.batch_size // n at a time, in

@@ -104,3 +104,25 @@ def test_eval_benchmark_files_pick_verifier_and_breakdowns(tmp_path, tiny_model_
     rc = main(["eval", "--task", "gsm8k", "--path", str(gsm8k), *common, "--output", str(tmp_path / "g.json")])
     assert rc == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "g.json").read_text())["verifier"] == "numeric"
+
+
+def test_eval_passes_the_engines_decode_mode(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """`rlvr eval ... rollout.engine_params={decode: static}` samples with the fixed-shape decode loop."""
+    import rlvr.engines
+
+    made = []
+    real = rlvr.engines.HFEngine
+
+    def spy(*a, **kw):
+        made.append(kw.get("decode"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(rlvr.engines, "HFEngine", spy)
+    rc = main(_args(tmp_path, tiny_model_dir, "--limit", "2", "rollout.engine_params={decode: static}"))
+    assert rc == 0, capsys.readouterr().err
+    assert made == ["static"]
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 3  # header + 2 problems
+    assert main(_args(tmp_path, tiny_model_dir, "--limit", "2", "--rescore-only")) == 0
+    assert main(_args(tmp_path, tiny_model_dir, "--samples", str(tmp_path / "t.jsonl"), "--limit", "1",
+                      "rollout.engine_params={decode: bogus}")) == 2
+    assert "rollout.engine_params.decode" in capsys.readouterr().err

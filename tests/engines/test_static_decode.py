@@ -150,3 +150,21 @@ def test_compiled_decode_survives_the_training_loop_without_recompiling(tiny_tok
     fresh = _flat(HFEngine(policy, tiny_tokenizer, batch_size=4, dtype=torch.bfloat16).generate(PROBLEMS[:2], params))
     assert [ids for ids, _, _ in synced] != [ids for ids, _, _ in first]  # the new weights are used
     assert [ids for ids, _, _ in synced] == [ids for ids, _, _ in woke] == [ids for ids, _, _ in fresh]
+
+
+def test_the_decode_option_reaches_every_place_that_builds_an_hf_engine(tiny_tokenizer):
+    """Local runs build the engine from the registry; the FSDP learner and the Ray rollout workers build their own
+    HFEngine and take the same option through ``hf_options`` (before, they silently ignored engine_params)."""
+    from rlvr.config import load_config
+    from rlvr.distributed.ray_backend import EngineSpec, RolloutWorker
+    from rlvr.engines.registry import build_engine, hf_options
+    from rlvr.recipes.config import RunConfig
+
+    cfg = load_config(RunConfig, None, ["rollout.engine_params={decode: static}"])
+    assert hf_options(cfg) == {"decode": "static"}
+    assert hf_options(load_config(RunConfig, None, [])) == {}
+    model = make_model(tiny_tokenizer)
+    assert build_engine("hf", model, tiny_tokenizer, cfg, **cfg.rollout.engine_params).decode == "static"
+    worker = RolloutWorker(EngineSpec(engine="hf", tokenizer=tiny_tokenizer, model_config=model.config,
+                                      hf_kwargs=hf_options(cfg)))
+    assert worker.engine.decode == "static"

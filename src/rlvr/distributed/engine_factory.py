@@ -12,7 +12,7 @@ ImportError naming the extra to install (``rlvr[gpu]``, ``rlvr[distributed]``).
 
 from __future__ import annotations
 
-from rlvr.engines.registry import build_engine, model_path, vllm_dtype, vllm_options
+from rlvr.engines.registry import build_engine, hf_options, model_path, vllm_dtype, vllm_options
 
 __all__ = ["make_engine", "vllm_options", "RAY_ENGINES"]
 
@@ -38,7 +38,7 @@ def make_engine(cfg, model, tokenizer):
                           model_config=base.config if engine == "hf" else None,
                           model_path=model_path(cfg) if engine == "vllm" else None,
                           dtype=cfg.rollout.dtype if engine == "hf" else vllm_dtype(cfg),
-                          vllm_kwargs=vllm_options(cfg) if engine == "vllm" else {})
+                          vllm_kwargs=vllm_options(cfg) if engine == "vllm" else {}, hf_kwargs=hf_options(cfg))
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         return RayRolloutEngine(spec, model, num_workers=d.num_rollout_workers,
                                 cpus_per_worker=d.cpus_per_rollout_worker, gpus_per_worker=d.gpus_per_rollout_worker,

@@ -104,6 +104,8 @@ class EngineSpec:
     threads: int = 1
     """torch CPU threads in the worker (its reserved CPUs)."""
     vllm_kwargs: dict[str, Any] = field(default_factory=dict)
+    hf_kwargs: dict[str, Any] = field(default_factory=dict)
+    """hf: further ``HFEngine`` options (``rollout.engine_params``, e.g. ``decode``)."""
 
 
 class RolloutWorker:
@@ -122,7 +124,8 @@ class RolloutWorker:
             model = freeze(AutoModelForCausalLM.from_config(spec.model_config))
             self.model = model
             self.engine = HFEngine(model, spec.tokenizer, batch_size=spec.batch_size,
-                                   system_prompt=spec.system_prompt, dtype=sampler_dtype(spec.dtype))
+                                   system_prompt=spec.system_prompt, dtype=sampler_dtype(spec.dtype),
+                                   **spec.hf_kwargs)
         elif spec.engine == "vllm":
             from rlvr.engines.vllm import VLLMEngine
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal
 
 from rlvr.registry import Registry
 
-__all__ = ["ENGINES", "build_engine"]
+__all__ = ["ENGINES", "build_engine", "hf_options"]
 
 ENGINES: Registry[Callable[..., Any]] = Registry("rollout engine", skip=3)
 """Rollout-engine builders by name: ``builder(model, tokenizer, cfg, **options) -> engine``."""
@@ -43,6 +43,14 @@ def hf_engine(model, tokenizer, cfg, *, decode: Literal["dynamic", "static", "co
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
                     dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout,
                     decode=decode)
+
+
+def hf_options(cfg) -> dict:
+    """``HFEngine`` keyword options from ``rollout.engine_params`` (validated; empty unless ``rollout.engine=hf``),
+    for the places that build an ``HFEngine`` themselves (the FSDP learner, Ray rollout workers)."""
+    if cfg.rollout.engine != "hf":
+        return {}
+    return ENGINES.validate_params("hf", cfg.rollout.engine_params, key="rollout.engine_params")
 
 
 def vllm_options(cfg) -> dict:

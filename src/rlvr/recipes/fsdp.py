@@ -45,6 +45,7 @@ from rlvr.distributed.sharded_checkpoint import (
 )
 from rlvr.engines import HFEngine
 from rlvr.engines.hf import sampler_dtype
+from rlvr.engines.registry import hf_options
 from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.trackers import open_trackers
 from rlvr.models.frozen import frozen_copy
@@ -180,7 +181,7 @@ class FSDPRecipe(RLRecipe):
 
     def make_engine(self):
         return HFEngine(self.sampler_model, self.tokenizer, batch_size=self.cfg.rollout.batch_size,
-                        system_prompt=self.cfg.task.system_prompt)
+                        system_prompt=self.cfg.task.system_prompt, **hf_options(self.cfg))
 
     # ------------------------------------------------------------------ checkpoints
     def resume(self) -> None:

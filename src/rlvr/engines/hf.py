@@ -315,13 +315,8 @@ class HFEngine:
             logits = logits.repeat_interleave(n, dim=0)
             mask = mask.repeat_interleave(n, dim=0)
             position_ids = position_ids.repeat_interleave(n, dim=0)
-        B = logits.shape[0]
         next_pos = position_ids[:, -1:] + 1
-
-        tokens: list[list[int]] = [[] for _ in range(B)]
-        logps: list[list[float]] = [[] for _ in range(B)]
-        reasons = ["length"] * B
-        active = torch.arange(B)  # original row index of each live row
+        tokens, logps, reasons, active = self._new_rows(logits.shape[0])
 
         for step in range(params.max_new_tokens):
             tok, lp = self._sample(logits, params, gens, active, n)
@@ -345,6 +340,13 @@ class HFEngine:
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + 1
         return list(zip(tokens, logps, reasons))
+
+    @staticmethod
+    def _new_rows(rows: int):
+        """Per-row sampled tokens, their log-probs, finish reasons, and the original index of each live row."""
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        return tokens, logps, ["length"] * rows, torch.arange(rows)
 
     def _sample(self, logits: torch.Tensor, params: SamplingParams, gens: list[torch.Generator] | None,
                 active: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -401,10 +403,7 @@ class HFEngine:
         pos = torch.cat([pos, pos[:1].expand(batch - rows, 1)]) if batch > rows else pos
         feed = torch.full((batch,), self.pad_id, dtype=torch.long, device=device)
 
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        logps: list[list[float]] = [[] for _ in range(rows)]
-        reasons = ["length"] * rows
-        active = torch.arange(rows)  # original row index of each live row
+        tokens, logps, reasons, active = self._new_rows(rows)
         for step in range(params.max_new_tokens):
             tok, lp = self._sample(logits, params, gens, active, n)
             keep = self._record(active, tok, lp, params, tokens, logps, reasons)

@@ -45,6 +45,18 @@ def make_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 32):
     return model
 
 
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` imported as a module without running its ``main`` (for tests of its pure parts)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     return make_tokenizer()

@@ -7,7 +7,6 @@ and writes what RESULTS.md will quote.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_model, make_tokenizer
+from conftest import load_benchmark, make_model, make_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
@@ -24,10 +23,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 @pytest.fixture(scope="module")
 def gc():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("gpu_check")
 
 
 def test_mfu_by_hand(gc):

@@ -5,20 +5,14 @@ No model is loaded: the script imports torch / transformers / trl only inside th
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "race_vs_trl.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def race():
-    spec = importlib.util.spec_from_file_location("race_vs_trl", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("race_vs_trl")
 
 
 class FakeTime:

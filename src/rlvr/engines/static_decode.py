@@ -65,7 +65,7 @@ class StaticDecoder:
     """
 
     def __init__(self, model, batch: int, capacity: int, *, compile: bool = False):
-        self.model, self.batch, self.capacity, self.compiled = model, batch, capacity, compile
+        self.model, self.batch, self.capacity = model, batch, capacity
         cfg = model.config.get_text_config(decoder=True)
         self.cache = StaticCache(config=cfg, max_cache_len=capacity)
         if not all(type(layer) is StaticLayer for layer in self.cache.layers):
@@ -155,9 +155,6 @@ class DecoderPool:
                 self._decoders.popitem(last=False)
         self._decoders.move_to_end(key)
         return dec
-
-    def clear(self) -> None:
-        self._decoders.clear()
 
     def __len__(self) -> int:
         return len(self._decoders)

@@ -291,3 +291,9 @@ def test_prefix_cache_cap_and_ended_rows(tiny_model, tiny_tokenizer):
     big.generate(PROBLEMS[:1], params, prefixes=[turn1[0][0].completion_ids], cache=cache)
     assert len(cache.entries) == 1 and next(iter(cache.entries))[: len(turn1[0][0].prompt_ids)] == tuple(
         turn1[0][0].prompt_ids)
+
+
+def test_seeds_must_be_one_per_problem(tiny_model, tiny_tokenizer):
+    engine = HFEngine(tiny_model, tiny_tokenizer)
+    with pytest.raises(ValueError, match="holds 2 seeds for 3 problems"):
+        engine.generate(PROBLEMS, SamplingParams(n=1, max_new_tokens=2, seeds=[1, 2]))

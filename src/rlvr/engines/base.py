@@ -43,6 +43,11 @@ class SamplingParams:
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
+    def check_seeds(self, num_problems: int) -> None:
+        """Raise unless ``seeds`` is unset or holds one seed per problem of the call (engines call this)."""
+        if self.seeds is not None and len(self.seeds) != num_problems:
+            raise ValueError(f"SamplingParams.seeds holds {len(self.seeds)} seeds for {num_problems} problems")
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):

@@ -219,10 +219,8 @@ class HFEngine:
         row's for the next call.  Log-probs agree with an uncached call to float
         rounding (the padding layout differs).
         """
-        if params.seeds is not None:
-            if len(params.seeds) != len(problems):
-                raise ValueError(f"SamplingParams.seeds holds {len(params.seeds)} seeds for {len(problems)} problems")
-        elif params.seed is not None:
+        params.check_seeds(len(problems))
+        if params.seeds is None and params.seed is not None:
             self.generator.manual_seed(params.seed)
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
         if prefixes is not None:

@@ -250,8 +250,7 @@ class VLLMEngine:
             self._warned_top_p = True
             log.warning("vLLM log-probs with top_p < 1 are renormalised within the nucleus; rlvr's convention is "
                         "before top-p (the learner recomputes its own, see logprob_mismatch)")
-        if params.seeds is not None and len(params.seeds) != len(problems):
-            raise ValueError(f"SamplingParams.seeds holds {len(params.seeds)} seeds for {len(problems)} problems")
+        params.check_seeds(len(problems))
         seed = params.seed if params.seed is not None or params.seeds is not None else \
             int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator))
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]

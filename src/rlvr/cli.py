@@ -88,6 +88,7 @@ def _parse_ks(text: str | None) -> list[int] | None:
 
 
 def _cmd_eval(ns) -> int:
+    from rlvr.engines.registry import hf_options
     from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
 
     cfg = _load(list(ns.args))
@@ -132,7 +133,7 @@ def _cmd_eval(ns) -> int:
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
-        decode=cfg.rollout.engine_params.get("decode", "dynamic") if cfg.rollout.engine == "hf" else "dynamic",
+        decode=hf_options(cfg).get("decode", "dynamic"),
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
     try:

@@ -31,10 +31,15 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rates import gemm_flops, matmul_params  # noqa: E402
 
 
 def build_model(vocab: int, device: str, dtype=torch.float32, layers: int = 32, hidden: int = 1024):
@@ -128,27 +133,6 @@ def nominal_peak(device_name: str) -> float | None:
         if key in device_name:
             return tflops * 1e12
     return None
-
-
-def gemm_rate(device: str, n: int = 8192, dtype=torch.bfloat16, repeats: int = 5) -> float:
-    """FLOP/s of an n x n x n matmul in ``dtype`` on ``device`` (best of ``repeats``): the MFU anchor."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        a @ b
-        sync()
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n ** 3 / best
-
-
-def matmul_params(model) -> int:
-    """Parameters that take part in a matmul per token: every ``nn.Linear`` weight (the LM head included,
-    once, even when tied to the embedding, whose lookup is no matmul)."""
-    return sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 
 def mfu(matmul: int, tokens: float, seconds: float, peak: float) -> float:
@@ -285,7 +269,7 @@ def main() -> None:
     device = torch.cuda.get_device_name() if args.device == "cuda" else (platform.processor() or platform.machine())
     res = {"device": device, "torch": torch.__version__, "host": platform.node(),
            "date": time.strftime("%Y-%m-%d")}
-    args.gemm_flops = gemm_rate(args.device, args.gemm_size)
+    args.gemm_flops = gemm_flops(torch.bfloat16, args.gemm_size, reps=1, tries=5, device=args.device)
     args.nominal_flops = nominal_peak(res["device"]) if args.device == "cuda" else None
     res["bf16_gemm_tflops_measured"] = args.gemm_flops / 1e12
     res["bf16_tflops_nominal"] = args.nominal_flops / 1e12 if args.nominal_flops else None

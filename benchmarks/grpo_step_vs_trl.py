@@ -46,28 +46,20 @@ import os
 import platform
 import statistics
 import tempfile
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rates import gemm_flops, matmul_params  # noqa: E402
 
 PROMPT = "What is 23 + 19? Put the final answer in \\boxed{}."
 
 
 def digit_fraction(text: str) -> float:
     return sum(c.isdigit() for c in text) / max(1, len(text))
-
-
-def gemm_flops(dtype: torch.dtype, n: int = 2048, reps: int = 5, tries: int = 3) -> float:
-    """Best FLOP/s of an n x n GEMM in ``dtype`` over ``tries`` timings of ``reps`` products."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    best = 0.0
-    for _ in range(tries):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t0))
-    return best
 
 
 def copy_bandwidth(mbytes: int = 512, reps: int = 5, tries: int = 3) -> float:
@@ -100,7 +92,7 @@ def step_floor(model_path: str, prompt_tokens: int, args, rates: dict[str, float
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    matmul = matmul_params(model)
     params = sum(p.numel() for p in model.parameters())
     del model
     learner = rates["gemm_bf16"] if args.precision == "bf16" else rates["gemm_fp32"]

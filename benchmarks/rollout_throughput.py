@@ -28,18 +28,14 @@ from __future__ import annotations
 import argparse
 import copy
 import platform
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-
-def matmul_flops(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t0)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _rates import gemm_flops  # noqa: E402
 
 
 def main() -> None:
@@ -68,7 +64,7 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
           f"torch {torch.__version__}")
     print(f"model: {args.model} ({n_params / 1e6:.1f}M params), {args.batch} rows, {args.new_tokens} new tokens")
-    fp32_roofline = max(matmul_flops(torch.float32) for _ in range(2)) / (2 * n_params)
+    fp32_roofline = gemm_flops(torch.float32, tries=2) / (2 * n_params)
     print(f"{'dtype':9} {'decode':9} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
           f"{'rlvr/fp32roof':>13} {'rlvr/gen':>8}")
 
@@ -76,7 +72,7 @@ def main() -> None:
         dtype = getattr(torch, dtype_name)
         model = base if dtype == torch.float32 else copy.deepcopy(base).to(dtype)
         roofline = fp32_roofline if dtype == torch.float32 else \
-            max(matmul_flops(dtype) for _ in range(2)) / (2 * n_params)
+            gemm_flops(dtype, tries=2) / (2 * n_params)
         engines = {d: HFEngine(model, tok, batch_size=args.batch, decode=d) for d in args.decodes}
         for n in (1, args.group):
             probs = problems[: args.batch // n]

@@ -21,6 +21,7 @@ Generation is forced to the full length (``ignore_eos`` in rlvr, ``min_new_token
 in transformers) so both samplers do the same work.  Usage::
 
     python benchmarks/rollout_throughput.py [--model NAME] [--new-tokens 64] [--dtypes float32 bfloat16]
+        [--decodes dynamic static compiled] [--share-prefix 0 16]
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def main() -> None:
     ap.add_argument("--decodes", nargs="+", default=["dynamic"], choices=["dynamic", "static", "compiled"],
                     help="HFEngine decode modes to time (compiled: static cache + torch.compile; its compile "
                          "time falls in the untimed warm-up call)")
+    ap.add_argument("--share-prefix", nargs="+", type=int, default=[0], metavar="N",
+                    help="HFEngine share_prefix values to time (0: off; N: prefill a chunk's common prompt prefix "
+                         "once when it is at least N tokens; the chat template's is 27 tokens here)")
     args = ap.parse_args()
 
     from rlvr.models import load_policy
@@ -65,7 +69,7 @@ def main() -> None:
           f"torch {torch.__version__}")
     print(f"model: {args.model} ({n_params / 1e6:.1f}M params), {args.batch} rows, {args.new_tokens} new tokens")
     fp32_roofline = gemm_flops(torch.float32, tries=2) / (2 * n_params)
-    print(f"{'dtype':9} {'decode':9} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
+    print(f"{'dtype':9} {'decode':9} {'share':>5} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
           f"{'rlvr/fp32roof':>13} {'rlvr/gen':>8}")
 
     for dtype_name in args.dtypes:
@@ -73,7 +77,8 @@ def main() -> None:
         model = base if dtype == torch.float32 else copy.deepcopy(base).to(dtype)
         roofline = fp32_roofline if dtype == torch.float32 else \
             gemm_flops(dtype, tries=2) / (2 * n_params)
-        engines = {d: HFEngine(model, tok, batch_size=args.batch, decode=d) for d in args.decodes}
+        engines = {(d, s): HFEngine(model, tok, batch_size=args.batch, decode=d, share_prefix=s)
+                   for d in args.decodes for s in args.share_prefix}
         for n in (1, args.group):
             probs = problems[: args.batch // n]
             rows = len(probs) * n
@@ -104,10 +109,10 @@ def main() -> None:
 
             hf_tps = max(run_generate() for _ in range(args.repeats))
             shape = f"{len(probs)}x{n}"
-            for decode, engine in engines.items():
+            for (decode, share), engine in engines.items():
                 run_engine(engine)  # warm-up (and, for decode=compiled, compilation)
                 rlvr_tps = max(run_engine(engine) for _ in range(args.repeats))
-                print(f"{dtype_name:9} {decode:9} {shape:12} {roofline:9.0f} {hf_tps:9.1f} {rlvr_tps:9.1f} "
+                print(f"{dtype_name:9} {decode:9} {share:5d} {shape:12} {roofline:9.0f} {hf_tps:9.1f} {rlvr_tps:9.1f} "
                       f"{rlvr_tps / roofline:9.1%} {rlvr_tps / fp32_roofline:13.1%} {rlvr_tps / hf_tps:7.2f}x",
                       flush=True)
     print(f"tokens/s; roofline = matmul FLOP/s in that dtype / (2 x params); fp32 roofline {fp32_roofline:.0f}")

@@ -133,7 +133,7 @@ def _cmd_eval(ns) -> int:
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
-        decode=hf_options(cfg).get("decode", "dynamic"),
+        engine_options=hf_options(cfg),
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
     try:

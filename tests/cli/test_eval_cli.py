@@ -106,21 +106,22 @@ def test_eval_benchmark_files_pick_verifier_and_breakdowns(tmp_path, tiny_model_
     assert json.loads((tmp_path / "g.json").read_text())["verifier"] == "numeric"
 
 
-def test_eval_passes_the_engines_decode_mode(tmp_path, tiny_model_dir, capsys, monkeypatch):
-    """`rlvr eval ... rollout.engine_params={decode: static}` samples with the fixed-shape decode loop."""
+def test_eval_passes_the_engines_options(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """`rlvr eval ... rollout.engine_params={decode: static, share_prefix: 8}` samples with those HFEngine options."""
     import rlvr.engines
 
     made = []
     real = rlvr.engines.HFEngine
 
     def spy(*a, **kw):
-        made.append(kw.get("decode"))
+        made.append((kw.get("decode"), kw.get("share_prefix")))
         return real(*a, **kw)
 
     monkeypatch.setattr(rlvr.engines, "HFEngine", spy)
-    rc = main(_args(tmp_path, tiny_model_dir, "--limit", "2", "rollout.engine_params={decode: static}"))
+    rc = main(_args(tmp_path, tiny_model_dir, "--limit", "2",
+                   "rollout.engine_params={decode: static, share_prefix: 8}"))
     assert rc == 0, capsys.readouterr().err
-    assert made == ["static"]
+    assert made == [("static", 8)]
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 3  # header + 2 problems
     assert main(_args(tmp_path, tiny_model_dir, "--limit", "2", "--rescore-only")) == 0
     assert main(_args(tmp_path, tiny_model_dir, "--samples", str(tmp_path / "t.jsonl"), "--limit", "1",

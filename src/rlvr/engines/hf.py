@@ -117,16 +117,25 @@ class HFEngine:
             ``StaticCache``, rows kept to the end) or ``"compiled"`` (static, the step
             through ``torch.compile``: CUDA graphs on a GPU).  See ``rlvr.engines.static_decode``.
             Calls with a ``PrefixCache`` (multi-turn) always decode dynamically.
+        share_prefix: when the prompts of a chunk all begin with the same ``share_prefix`` or more
+            tokens (the chat template and system prompt usually do), run that common prefix through
+            the model once and start every row from its keys and values, as a stored prefix of a
+            ``PrefixCache`` is used; ``0`` (the default) turns it off.  The same distribution, different
+            rounding (the rows' padding sits after the prefix instead of before it): in bf16 that
+            flips near-tied greedy tokens, so a seeded run's samples change when it is turned on.
     """
 
     DECODE_MODES = ("dynamic", "static", "compiled")
 
     def __init__(self, model, tokenizer, *, batch_size: int = 64, system_prompt: str | None = None,
                  dtype: torch.dtype | None = None, merge_lora: bool = True, cache_bytes: int = 1 << 30,
-                 decode: str = "dynamic"):
+                 decode: str = "dynamic", share_prefix: int = 0):
         if decode not in self.DECODE_MODES:
             raise ValueError(f"decode must be one of {', '.join(self.DECODE_MODES)}, got {decode!r}")
+        if share_prefix < 0:
+            raise ValueError(f"share_prefix must be >= 0 (0: off), got {share_prefix}")
         self.decode = decode
+        self.share_prefix = share_prefix
         self._decoders = DecoderPool()
         self.model = model
         self._lora_merged = False
@@ -277,11 +286,15 @@ class HFEngine:
         device = next(model.parameters()).device
         layers = model.config.get_text_config().num_hidden_layers
         found = [store.lookup(p) for p in prompts] if store is not None else [(0, None)] * len(prompts)
+        shared = self._shared_prefix(prompts) if not any(n for n, _ in found) else 0
+        if shared:  # the chunk's common prefix (chat template, system prompt) runs once, as a stored prefix would
+            kv = self._prefix_kv(prompts[0][:shared], layers, device)
+            found = [(shared, kv)] * len(prompts)
         lengths = [n for n, _ in found]
         rests = [p[n:] for p, (n, _) in zip(prompts, found)]
         if store is not None:
-            store.reused_tokens += sum(lengths)
-            store.fed_tokens += sum(len(r) for r in rests)
+            store.reused_tokens += sum(lengths) - shared * len(prompts)
+            store.fed_tokens += shared + sum(len(r) for r in rests)
         past, width = max(lengths), max(len(r) for r in rests)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), past + width), dtype=torch.long)
@@ -299,6 +312,25 @@ class HFEngine:
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
                     past_key_values=cache, logits_to_keep=1)
         return out, mask, position_ids
+
+    def _shared_prefix(self, prompts: list[list[int]]) -> int:
+        """How many leading tokens all ``prompts`` share, if at least ``share_prefix`` (else 0); each prompt
+        keeps at least one token of its own to feed."""
+        if not self.share_prefix or len(prompts) < 2:
+            return 0
+        first, limit = prompts[0], min(map(len, prompts)) - 1
+        n = 0
+        while n < limit and all(p[n] == first[n] for p in prompts):
+            n += 1
+        return n if n >= self.share_prefix else 0
+
+    def _prefix_kv(self, ids: list[int], layers: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per-layer ``(k, v)`` of ``[heads, len(ids), dim]`` for one token sequence (the form PrefixCache stores)."""
+        cache = PreallocatedCache(layers, len(ids))
+        x = torch.tensor([ids], device=device)
+        self.model(input_ids=x, attention_mask=torch.ones_like(x), position_ids=torch.arange(len(ids), device=device)[None],
+                   use_cache=True, past_key_values=cache, logits_to_keep=1)
+        return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None,
                         gens: list[torch.Generator] | None = None):

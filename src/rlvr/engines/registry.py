@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal
 
+from pydantic import NonNegativeInt
+
 from rlvr.registry import Registry
 
 __all__ = ["ENGINES", "build_engine", "hf_options"]
@@ -34,15 +36,19 @@ def build_engine(name: str, model, tokenizer, cfg, **params: Any):
 
 
 @ENGINES.register("hf", doc="in-process HF model with a KV cache (the CPU default); a bf16 sampler copy if "
-                            "rollout.dtype asks; engine_params {decode: compiled}: static KV cache + CUDA graphs")
-def hf_engine(model, tokenizer, cfg, *, decode: Literal["dynamic", "static", "compiled"] = "dynamic"):
+                            "rollout.dtype asks; engine_params {decode: compiled}: static KV cache + CUDA graphs; "
+                            "{share_prefix: 16}: a batch's common prompt prefix prefilled once")
+def hf_engine(model, tokenizer, cfg, *, decode: Literal["dynamic", "static", "compiled"] = "dynamic",
+              share_prefix: NonNegativeInt = 0):
     """``decode``: dynamic (finished rows leave the batch; the CPU default), static (fixed shapes, a
-    transformers StaticCache) or compiled (static, the step through torch.compile: CUDA graphs on a GPU)."""
+    transformers StaticCache) or compiled (static, the step through torch.compile: CUDA graphs on a GPU).
+    ``share_prefix``: prefill a chunk's common prompt prefix (chat template, system prompt) once when it is at
+    least this many tokens (0: off; changes rounding, not the distribution)."""
     from rlvr.engines.hf import HFEngine, sampler_dtype
 
     return HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, system_prompt=cfg.task.system_prompt,
                     dtype=sampler_dtype(cfg.rollout.dtype), merge_lora=cfg.model.lora.merge_for_rollout,
-                    decode=decode)
+                    decode=decode, share_prefix=share_prefix)
 
 
 def hf_options(cfg) -> dict:

@@ -88,8 +88,8 @@ class EvalRequest:
     sampler_dtype: str = "auto"
     device: str = "cpu"
     batch_size: int = 64
-    decode: str = "dynamic"
-    """The HF engine's decode mode (``dynamic``; ``compiled`` = static cache + CUDA graphs on a GPU)."""
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    """Further ``HFEngine`` options from ``rollout.engine_params`` (e.g. ``decode: compiled``, ``share_prefix: 16``)."""
     cache_dir: str | None = None
     check_sampling: dict[str, Any] = field(default_factory=dict)
     """With ``rescore_only``: sampling values the user named explicitly; the file must match them."""
@@ -199,7 +199,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
         from rlvr.engines.hf import sampler_dtype
 
         engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
-                          dtype=sampler_dtype(req.sampler_dtype), decode=req.decode)
+                          dtype=sampler_dtype(req.sampler_dtype), **req.engine_options)
         before = _stored_ids(req.samples_path)
         records = generate_samples(engine, req.problems, header, req.samples_path, indices=idx,
                                    progress=req.progress)

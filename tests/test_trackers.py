@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -198,6 +199,8 @@ def _wandb_records(path):
         if kind == 0:  # zero padding to the end of the block
             pos += left
             continue
+        if pos + 7 + length > len(data):  # a record still being written
+            break
         chunk = data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind == 1:
@@ -217,6 +220,25 @@ def _wandb_records(path):
     return records
 
 
+def _finished_wandb_records(path, timeout: float = 60.0):
+    """The records once the log is complete (its closing ``exit`` record written).
+
+    ``run.finish()`` returns before wandb-core has written the offline log: it ends by
+    publishing a finish message to the service without waiting for a reply (wandb 0.31,
+    ``ServiceConnection.inform_finish``), and the service's writer flushes when the stream
+    closes. That is normally a few ms later, but a CI run beside the demo once read the file
+    while it held only its 7-byte header (reproduced here under load: the service's log had not
+    reached "stream: finishing up"). Process exit is safe (wandb's atexit teardown waits for
+    the service); reading the file in the same process has to wait for it.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        records = _wandb_records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.05)
+
+
 def test_wandb_offline_without_key_or_network_reads_back(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="validate_report_to refuses wandb without it (tested above)")
     for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_PROJECT", "WANDB_DIR"):
@@ -231,7 +253,8 @@ def test_wandb_offline_without_key_or_network_reads_back(tmp_path, monkeypatch):
     (log,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")  # offline: nothing was sent anywhere
     run_id = (run_dir / "wandb_run_id").read_text()
     assert log.name == f"run-{run_id}.wandb"
-    records = _wandb_records(log)
+    records = _finished_wandb_records(log)
+    assert records[-1].WhichOneof("record_type") == "exit"
     (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert run.run_id == run_id and run.display_name == "wb-run" and run.project == "rlvr"
     config = {i.key: json.loads(i.value_json) for i in run.config.update}

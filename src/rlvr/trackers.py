@@ -7,7 +7,9 @@
 - ``tensorboard``: event files under ``<run_dir>/tb`` (``pip install tensorboard``).
 - ``wandb``: a Weights & Biases run under ``<run_dir>/wandb``, offline when there is
   no API key or no network; ``$WANDB_MODE`` wins; project ``$WANDB_PROJECT`` or
-  ``rlvr`` (``pip install wandb``).
+  ``rlvr`` (``pip install wandb``).  An offline run's ``.wandb`` log is complete when the
+  process exits (wandb waits for its service then); ``run.finish()`` itself returns a moment
+  before the service has flushed it.
 - ``mlflow``: an MLflow run in ``$MLFLOW_TRACKING_URI``, else the SQLite store
   ``<run_dir>/mlflow.db`` (``mlflow ui --backend-store-uri sqlite:///<run_dir>/mlflow.db``); experiment ``$MLFLOW_EXPERIMENT_NAME`` or ``rlvr``
   (``pip install mlflow``).

@@ -87,8 +87,17 @@ def _parse_ks(text: str | None) -> list[int] | None:
     return ks
 
 
+def _eval_engine(cfg, model_name: str, system_prompt: str | None):
+    """``(model, tokenizer) -> engine``: the engine ``rollout.engine`` names, built by the registry as ``rlvr train``
+    builds it (``rollout.*`` options, ``rollout.engine_params``), on the evaluated model and system prompt."""
+    from rlvr.engines.registry import build_engine
+
+    run = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name}),
+                                 "task": cfg.task.model_copy(update={"system_prompt": system_prompt})})
+    return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run, **cfg.rollout.engine_params)
+
+
 def _cmd_eval(ns) -> int:
-    from rlvr.engines.registry import hf_options
     from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
 
     cfg = _load(list(ns.args))
@@ -133,13 +142,13 @@ def _cmd_eval(ns) -> int:
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
-        engine_options=hf_options(cfg),
+        make_engine=_eval_engine(cfg, model_name, system_prompt),
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
     try:
         res = run_eval(req)
-    except ValueError as e:  # SampleFileError (file:line, or both sides of a mismatch), bad options
-        print(f"rlvr: error: {e}", file=sys.stderr)
+    except (ValueError, ImportError) as e:  # SampleFileError (file:line, or both sides of a mismatch), bad
+        print(f"rlvr: error: {e}", file=sys.stderr)  # options, an engine whose extra is not installed
         return 2
     m, n = res["metrics"], res["samples_per_problem"]
     top = str(m["ks"][-1])
@@ -174,9 +183,12 @@ rlvr (src/rlvr/data; $RLVR_DATA_DIR or --path overrides it); --task jsonl --path
 FILE reads any JSONL (--prompt-field/--answer-field). Without --task: the
 held-out split of the config's task (task.* keys), as `rlvr train` evaluates it.
 
-Samples are generated once with the training rollout engine (HFEngine; on a
-GPU, rollout.engine_params={decode: compiled} replays its decode step as a CUDA
-graph) and stored in a JSONL samples file (--samples; default
+Samples are generated once with the training rollout engine, built from the
+config as `rlvr train` builds it: rollout.engine=hf (the default; on a GPU,
+rollout.engine_params={decode: compiled} replays its decode step as a CUDA
+graph, and {share_prefix: 16} prefills the prompts' common prefix once) or
+rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.vllm_* options), and
+stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
 is given). Each problem draws from its own generator seeded with seed + its
 index; problems are decoded together, rollout.batch_size // n at a time, in

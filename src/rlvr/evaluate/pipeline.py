@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rlvr.evaluate.samples import (
     SampleFileError,
@@ -89,7 +89,11 @@ class EvalRequest:
     device: str = "cpu"
     batch_size: int = 64
     engine_options: dict[str, Any] = field(default_factory=dict)
-    """Further ``HFEngine`` options from ``rollout.engine_params`` (e.g. ``decode: compiled``, ``share_prefix: 16``)."""
+    """Further ``HFEngine`` options (e.g. ``decode="compiled"``, ``share_prefix=16``)."""
+    make_engine: Callable[[Any, Any], Any] | None = None
+    """``(model, tokenizer) -> engine``: how to sample (``rlvr eval`` passes the builder of the config's
+    ``rollout.engine``, so ``rollout.engine=vllm`` samples with vLLM); None: an ``HFEngine`` from the
+    fields above."""
     cache_dir: str | None = None
     check_sampling: dict[str, Any] = field(default_factory=dict)
     """With ``rescore_only``: sampling values the user named explicitly; the file must match them."""
@@ -195,11 +199,14 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
                                            temperature=req.temperature, top_p=req.top_p,
                                            max_new_tokens=req.max_new_tokens, seed=req.seed,
                                            system_prompt=req.system_prompt)
-        from rlvr.engines import HFEngine
-        from rlvr.engines.hf import sampler_dtype
+        if req.make_engine is not None:
+            engine = req.make_engine(model_obj, tok)
+        else:
+            from rlvr.engines import HFEngine
+            from rlvr.engines.hf import sampler_dtype
 
-        engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
-                          dtype=sampler_dtype(req.sampler_dtype), **req.engine_options)
+            engine = HFEngine(model_obj, tok, batch_size=req.batch_size, system_prompt=req.system_prompt,
+                              dtype=sampler_dtype(req.sampler_dtype), **req.engine_options)
         before = _stored_ids(req.samples_path)
         records = generate_samples(engine, req.problems, header, req.samples_path, indices=idx,
                                    progress=req.progress)

@@ -45,6 +45,20 @@ def make_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 32):
     return model
 
 
+def tiny_run_config(out, *extra: str):
+    """The training-loop tests' short run: 4 steps of 2 prompts x 4 samples of at most 8 new tokens, micro-batches
+    of 4, lr 1e-2 without warm-up, seed 3, no progress bar, no checkpoints, no evaluation; ``extra`` are further
+    ``key=value`` overrides (a later one wins, so a file states only where it differs)."""
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    return load_config(RunConfig, None, [
+        f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
+        "rollout.max_new_tokens=8", "train.micro_batch_size=4", "train.lr=1e-2", "train.warmup_steps=0",
+        "train.save_every=0", "train.progress=false", "eval.before_training=false", "eval.after_training=false",
+        "train.seed=3", *extra])
+
+
 def load_benchmark(name: str):
     """``benchmarks/<name>.py`` imported as a module without running its ``main`` (for tests of its pure parts)."""
     import importlib.util

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import make_model
-from rlvr.config import load_config
-from rlvr.learner.checkpoint import latest_checkpoint
+from conftest import make_model, tiny_run_config
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import train
 from rlvr.tasks.curriculum import CurriculumSampler
@@ -18,11 +16,8 @@ from rlvr.types import Problem, Verdict
 
 
 def _cfg(out: Path, *extra: str) -> RunConfig:
-    return load_config(RunConfig, None, [
-        f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=6", "train.micro_batch_size=4", "train.lr=1e-2", "train.warmup_steps=0",
-        "train.save_every=2", "train.progress=false", "eval.num_problems=3", "eval.max_new_tokens=6",
-        "train.seed=3", *extra])
+    return tiny_run_config(out, "rollout.max_new_tokens=6", "train.save_every=2", "eval.before_training=true",
+                           "eval.after_training=true", "eval.num_problems=3", "eval.max_new_tokens=6", *extra)
 
 
 def _parity(completion: str, reference: str) -> Verdict:

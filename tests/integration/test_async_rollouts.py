@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.config import ConfigError, load_config
+from rlvr.config import ConfigError
 from rlvr.engines import SamplingParams
 from rlvr.rollout.async_rollouts import AsyncRollouts, pack_weights, required_version, trainable_names, unpack_weights
 from rlvr.learner.checkpoint import latest_checkpoint
@@ -16,7 +16,7 @@ from rlvr.recipes.rl import TrainingInterrupted, train
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Verdict
 
-from conftest import make_model
+from conftest import make_model, tiny_run_config
 
 
 def parity_verifier(completion: str, reference: str) -> Verdict:
@@ -29,11 +29,7 @@ def _problems(n: int, prefix: str = "t") -> list[Problem]:
 
 
 def _cfg(out: Path, *extra: str) -> RunConfig:
-    return load_config(RunConfig, None, [
-        f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=8", "train.micro_batch_size=4", "train.lr=1e-2", "train.warmup_steps=0",
-        "train.save_every=0", "train.progress=false", "eval.before_training=false", "eval.after_training=false",
-        "train.seed=3", *extra])
+    return tiny_run_config(out, *extra)
 
 
 def _run(tok, out, *extra, on_step=None):

@@ -21,7 +21,7 @@ from rlvr.recipes.rl import TrainingInterrupted, train
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Verdict
 
-from conftest import make_model
+from conftest import make_model, tiny_run_config
 
 REQUIRED_METRICS = {"step", "reward_mean", "reward_std", "accuracy", "response_length", "clip_frac", "entropy",
                     "tokens_per_s", "step_time", "gen_time", "learn_time", "lr", "grad_norm",
@@ -38,11 +38,8 @@ def _problems(n: int, prefix: str) -> list[Problem]:
 
 
 def _cfg(out: Path, *extra: str) -> RunConfig:
-    return load_config(RunConfig, None, [
-        f"train.output_dir={out}", "train.steps=4", "train.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=8", "train.micro_batch_size=3", "train.lr=1e-2", "train.warmup_steps=0",
-        "train.save_every=2", "train.progress=false", "eval.num_problems=4", "eval.max_new_tokens=6",
-        "train.seed=3", *extra])
+    return tiny_run_config(out, "train.micro_batch_size=3", "train.save_every=2", "eval.before_training=true",
+                           "eval.after_training=true", "eval.num_problems=4", "eval.max_new_tokens=6", *extra)
 
 
 def _run(tok, out, *extra, model=None, on_step=None):

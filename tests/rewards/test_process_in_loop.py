@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import make_model, make_tokenizer
-from rlvr.config import load_config
+from conftest import make_model, make_tokenizer, tiny_run_config
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.reward_sources import prm_step_inputs, shape_advantages
 from rlvr.recipes.rl import RLRecipe
@@ -20,11 +19,7 @@ from rlvr.types import Problem, Sample, Verdict
 
 
 def _cfg(out: Path, *extra: str) -> RunConfig:
-    return load_config(RunConfig, None, [
-        f"train.output_dir={out}", "train.steps=2", "train.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=8", "train.micro_batch_size=4", "train.lr=1e-2", "train.warmup_steps=0",
-        "train.save_every=0", "train.progress=false", "eval.before_training=false", "eval.after_training=false",
-        "train.seed=3", *extra])
+    return tiny_run_config(out, "train.steps=2", *extra)
 
 
 class StubPRM:

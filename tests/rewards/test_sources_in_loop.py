@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import make_model, make_tokenizer
-from rlvr.config import load_config
+from conftest import make_model, make_tokenizer, tiny_run_config
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics
@@ -18,11 +17,7 @@ from rlvr.types import Problem, Verdict
 
 
 def _cfg(out: Path, *extra: str) -> RunConfig:
-    return load_config(RunConfig, None, [
-        f"train.output_dir={out}", "train.steps=2", "train.prompts_per_step=2", "rollout.group_size=4",
-        "rollout.max_new_tokens=6", "train.micro_batch_size=4", "train.lr=1e-2", "train.warmup_steps=0",
-        "train.save_every=0", "train.progress=false", "eval.before_training=false", "eval.after_training=false",
-        "train.seed=3", *extra])
+    return tiny_run_config(out, "train.steps=2", "rollout.max_new_tokens=6", *extra)
 
 
 def _last_digit(completion: str, reference: str) -> Verdict:

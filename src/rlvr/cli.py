@@ -145,8 +145,11 @@ def _cmd_eval(ns) -> int:
         make_engine=_eval_engine(cfg, model_name, system_prompt),
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
+    from rlvr.models.matmul import matmul_backend
+
     try:
-        res = run_eval(req)
+        with matmul_backend(cfg.model.matmul):
+            res = run_eval(req)
     except (ValueError, ImportError) as e:  # SampleFileError (file:line, or both sides of a mismatch), bad
         print(f"rlvr: error: {e}", file=sys.stderr)  # options, an engine whose extra is not installed
         return 2

@@ -676,4 +676,7 @@ def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
         from rlvr.distributed.ray_backend import train_on_cluster
 
         return train_on_cluster(cls, cfg, **kwargs)
-    return cls(cfg, **kwargs).train()
+    from rlvr.models.matmul import matmul_backend
+
+    with matmul_backend(cfg.model.matmul):  # this thread's products; the async generator process enters it too
+        return cls(cfg, **kwargs).train()

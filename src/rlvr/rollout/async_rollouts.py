@@ -40,6 +40,7 @@ stale in-flight versions are not checkpointed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import pickle
 import queue as queue_mod
@@ -125,7 +126,8 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         cfg = args["cfg"]
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        from rlvr.engines.registry import build_engine
+        from rlvr.engines.registry import build_engine, hf_options
+        from rlvr.models.matmul import matmul_backend
         from rlvr.utils.accounting import peak_rss_mb
         from rlvr.tasks.sampler import PromptSampler
         from rlvr.rollout.collect import collect_rollouts
@@ -133,7 +135,10 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
 
         model = args["model"].to(args["device"])
         verifier = args["verifier"] or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
-        engine = build_engine("hf", model, args["tokenizer"], cfg)  # the same engine as the in-process recipe
+        modes = contextlib.ExitStack()  # held until this function returns: the whole generator process
+        modes.enter_context(matmul_backend(cfg.model.matmul))
+        # the same engine as the in-process recipe, rollout.engine_params included
+        engine = build_engine("hf", model, args["tokenizer"], cfg, **hf_options(cfg))
         engine.generator.set_state(args["generator_state"])
         sampler = PromptSampler(args["problems"], seed=cfg.train.seed, position=args["data_position"])
         dfilter, names = args["dfilter"], args["names"]

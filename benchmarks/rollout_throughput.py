@@ -50,12 +50,16 @@ def main() -> None:
     ap.add_argument("--decodes", nargs="+", default=["dynamic"], choices=["dynamic", "static", "compiled"],
                     help="HFEngine decode modes to time (compiled: static cache + torch.compile; its compile "
                          "time falls in the untimed warm-up call)")
+    ap.add_argument("--matmul", choices=["aten", "onednn"], default="aten",
+                    help="float32 matmul backend for rlvr's engine (model.matmul); the script then also prints the "
+                         "roofline at oneDNN's GEMM rate, which on AMD CPUs is about twice MKL's")
     ap.add_argument("--share-prefix", nargs="+", type=int, default=[0], metavar="N",
                     help="HFEngine share_prefix values to time (0: off; N: prefill a chunk's common prompt prefix "
                          "once when it is at least N tokens; the chat template's is 27 tokens here)")
     args = ap.parse_args()
 
     from rlvr.models import load_policy
+    from rlvr.models.matmul import matmul_backend
     from rlvr.engines import HFEngine, SamplingParams
     from rlvr.engines.hf import format_prompt
     from rlvr.tasks import ArithmeticSpec, arithmetic_split
@@ -69,6 +73,11 @@ def main() -> None:
           f"torch {torch.__version__}")
     print(f"model: {args.model} ({n_params / 1e6:.1f}M params), {args.batch} rows, {args.new_tokens} new tokens")
     fp32_roofline = gemm_flops(torch.float32, tries=2) / (2 * n_params)
+    if args.matmul == "onednn":
+        with matmul_backend("onednn"):
+            onednn_roofline = gemm_flops(torch.float32, tries=2) / (2 * n_params)
+        print(f"rlvr's engine runs with model.matmul=onednn; fp32 roofline at MKL's GEMM rate (torch.mm, the "
+              f"columns below) {fp32_roofline:.0f} tok/s, at oneDNN's {onednn_roofline:.0f} tok/s")
     print(f"{'dtype':9} {'decode':9} {'share':>5} {'shape':12} {'roofline':>9} {'generate':>9} {'rlvr':>9} {'rlvr/roof':>9} "
           f"{'rlvr/fp32roof':>13} {'rlvr/gen':>8}")
 
@@ -110,8 +119,9 @@ def main() -> None:
             hf_tps = max(run_generate() for _ in range(args.repeats))
             shape = f"{len(probs)}x{n}"
             for (decode, share), engine in engines.items():
-                run_engine(engine)  # warm-up (and, for decode=compiled, compilation)
-                rlvr_tps = max(run_engine(engine) for _ in range(args.repeats))
+                with matmul_backend(args.matmul):
+                    run_engine(engine)  # warm-up (and, for decode=compiled, compilation)
+                    rlvr_tps = max(run_engine(engine) for _ in range(args.repeats))
                 print(f"{dtype_name:9} {decode:9} {share:5d} {shape:12} {roofline:9.0f} {hf_tps:9.1f} {rlvr_tps:9.1f} "
                       f"{rlvr_tps / roofline:9.1%} {rlvr_tps / fp32_roofline:13.1%} {rlvr_tps / hf_tps:7.2f}x",
                       flush=True)

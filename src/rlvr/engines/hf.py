@@ -328,8 +328,9 @@ class HFEngine:
         """Per-layer ``(k, v)`` of ``[heads, len(ids), dim]`` for one token sequence (the form PrefixCache stores)."""
         cache = PreallocatedCache(layers, len(ids))
         x = torch.tensor([ids], device=device)
-        self.model(input_ids=x, attention_mask=torch.ones_like(x), position_ids=torch.arange(len(ids), device=device)[None],
-                   use_cache=True, past_key_values=cache, logits_to_keep=1)
+        positions = torch.arange(len(ids), device=device)[None]
+        self.model(input_ids=x, attention_mask=torch.ones_like(x), position_ids=positions, use_cache=True,
+                   past_key_values=cache, logits_to_keep=1)
         return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None,

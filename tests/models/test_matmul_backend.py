@@ -125,3 +125,28 @@ def test_an_unavailable_kernel_is_a_clear_error(monkeypatch):
     with pytest.raises(RuntimeError, match="model.matmul=onednn: .*unavailable.*use model.matmul=aten"):
         with matmul_backend("onednn"):
             pass
+
+
+def test_activation_checkpointing_recomputes_with_the_same_backend(tiny_tokenizer, count_calls):
+    """The autograd engine does not carry torch function modes into the backward pass: a checkpointed layer used
+    to be recomputed with aten after a oneDNN forward, and checkpoint's saved-tensor check failed (the demo with
+    model.matmul=onednn stopped at its first step). The recompute now runs under the forward's backend."""
+    from rlvr.learner.update import enable_activation_checkpointing
+
+    ids = torch.randint(0, 50, (2, 9))
+    ref_model = make_model(tiny_tokenizer).train()
+    ref = ref_model(input_ids=ids).logits.square().mean()
+    ref.backward()
+    model = make_model(tiny_tokenizer).train()
+    enable_activation_checkpointing(model)
+    with matmul_backend("onednn"):
+        loss = model(input_ids=ids).logits.square().mean()
+        forward_calls = len(count_calls)
+        loss.backward()
+    layers = model.config.num_hidden_layers
+    # forward: 7 products per layer + the LM head; backward: each layer's 7 again (the recompute), 2 per product
+    assert forward_calls == 7 * layers + 1
+    assert len(count_calls) == forward_calls + 7 * layers + 2 * forward_calls
+    torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-6)
+    for (name, p), q in zip(model.named_parameters(), ref_model.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)

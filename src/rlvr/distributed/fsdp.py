@@ -120,11 +120,14 @@ def mixed_precision_policy(mixed_precision: MixedPrecision):
 def _apply_activation_checkpointing(model: nn.Module, layers: list[tuple[str, nn.Module]]) -> list[nn.Module]:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 
+    from rlvr.models.matmul import checkpoint_context
+
     wrapped = []
     for name, layer in layers:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        w = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+        # recomputed under the forward's matmul backend (model.matmul), which the backward pass does not carry
+        w = checkpoint_wrapper(layer, checkpoint_impl=CheckpointImpl.NO_REENTRANT, context_fn=checkpoint_context)
         setattr(parent, child, w)  # ModuleList children are registered under "0", "1", ...
         wrapped.append(w)
     return wrapped

@@ -319,10 +319,14 @@ def enable_activation_checkpointing(model) -> None:
     """
     if getattr(model, "_rlvr_checkpointing", False):
         return
+    from rlvr.models.matmul import checkpoint_context
+
+    # recompute under the forward's matmul backend (model.matmul): modes do not reach the backward pass
+    kwargs = {"use_reentrant": False, "context_fn": checkpoint_context}
     if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x's name
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
     else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     model._rlvr_checkpointing = True
 
 

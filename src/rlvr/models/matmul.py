@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["matmul_backend", "onednn_available", "onednn_mm", "MATMUL_BACKENDS"]
+__all__ = ["matmul_backend", "onednn_available", "onednn_mm", "checkpoint_context", "MATMUL_BACKENDS"]
 
 MATMUL_BACKENDS = ("aten", "onednn")
 
@@ -84,6 +84,22 @@ class _OneDNNMode(TorchFunctionMode):
             if _ours(a, b) and a.dim() == 2 and b.dim() == 2:
                 return onednn_mm(a, b)
         return func(*args, **kwargs)
+
+
+def _active() -> bool:
+    from torch.overrides import _get_current_function_mode_stack
+
+    return any(isinstance(m, _OneDNNMode) for m in _get_current_function_mode_stack())
+
+
+def checkpoint_context():
+    """``context_fn`` for ``torch.utils.checkpoint`` (non-reentrant): recompute under the backend the forward used.
+
+    The autograd engine does not carry torch function modes into the backward pass, so without
+    this an activation-checkpointed layer would be recomputed with aten's kernels after a oneDNN
+    forward, and checkpoint's check of the saved tensors fails (aten's ``linear`` saves its two
+    operands in the other order)."""
+    return contextlib.nullcontext(), (_OneDNNMode() if _active() else contextlib.nullcontext())
 
 
 def onednn_available() -> str | None:

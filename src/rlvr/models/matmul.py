@@ -16,6 +16,12 @@ other dtypes (bf16 autocast already goes to oneDNN), batched attention
 products, GPU tensors.  Results agree with MKL's to float32 rounding (~1e-6
 relative), not bitwise, so a seeded run's numbers change when it is turned on.
 
+The autograd engine does not carry torch function modes into the backward pass.
+The products recorded in the forward are unaffected (their backward calls oneDNN
+itself); activation checkpointing re-enters the mode for its recompute through
+:func:`checkpoint_context`; the hand-written backward of the chunked LM head
+(``rlvr.algorithms.logprobs``) runs its products with aten.
+
 The kernel is ``torch.ops.mkldnn._linear_pointwise``: the op PyTorch's own
 compiler (inductor) emits for CPU linear layers.  It is not public API;
 :func:`onednn_available` checks it exists and computes a product correctly

@@ -4,7 +4,7 @@ PyTorch multiplies float32 matrices on CPU with its BLAS, MKL.  On AMD CPUs MKL
 does not take its AVX-512 code path (its verbose mode reports the generic
 "Intel(R) Architecture processors" kernels), so it reaches about half of the
 machine: on this project's 2-vCPU AMD EPYC (Zen 5, full-width AVX-512) a
-2048³ GEMM runs at ~215 GFLOP/s through ``torch.mm`` and ~485 GFLOP/s through
+2048³ GEMM runs at 210–220 GFLOP/s through ``torch.mm`` and 440–490 GFLOP/s through
 oneDNN, which ships inside PyTorch (``benchmarks/matmul_backends.py``).
 
 :func:`matmul_backend` is a context manager; with ``"onednn"`` every 2-D

@@ -579,7 +579,11 @@ class RLRecipe:
 
     def train(self) -> dict[str, Any]:
         """Set up, train ``train.steps`` steps (checkpointing, periodic evals), evaluate; returns a summary."""
-        with deterministic_algorithms(self.cfg.train.deterministic):
+        from rlvr.models.matmul import matmul_backend
+
+        # model.matmul holds for this thread's products (every recipe, wherever it runs: in process, as an FSDP
+        # rank, in a Ray learner actor); the async generator process enters it too
+        with deterministic_algorithms(self.cfg.train.deterministic), matmul_backend(self.cfg.model.matmul):
             return self._train()
 
     def _train(self) -> dict[str, Any]:
@@ -676,7 +680,4 @@ def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
         from rlvr.distributed.ray_backend import train_on_cluster
 
         return train_on_cluster(cls, cfg, **kwargs)
-    from rlvr.models.matmul import matmul_backend
-
-    with matmul_backend(cfg.model.matmul):  # this thread's products; the async generator process enters it too
-        return cls(cfg, **kwargs).train()
+    return cls(cfg, **kwargs).train()

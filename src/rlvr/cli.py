@@ -141,8 +141,7 @@ def _cmd_eval(ns) -> int:
             cfg.reward.verifier if not ns.task else default_verifier(task)),
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
-        sampler_dtype=cfg.rollout.dtype, device=device, batch_size=cfg.rollout.batch_size,
-        make_engine=_eval_engine(cfg, model_name, system_prompt),
+        device=device, make_engine=_eval_engine(cfg, model_name, system_prompt),  # rollout.* through the registry
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
     from rlvr.models.matmul import matmul_backend

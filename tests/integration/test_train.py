@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -63,6 +64,8 @@ def test_two_steps_end_to_end(tmp_path, tiny_tokenizer):
     # first PPO epoch is exactly on-policy and the sampler agrees with the learner
     assert all(abs(r["ratio_mean"] - 1.0) < 1e-6 for r in rows if r["learner_seqs"])
     assert all(r["logprob_mismatch"] < 1e-4 for r in rows if r["learner_seqs"])
+    assert all(r["logprob_mismatch"] <= r["logprob_mismatch_max"] < 1e-4 and r["sampler_ratio_outside"] == 0
+               for r in rows if r["learner_seqs"])
     ckpt = latest_checkpoint(tmp_path)
     assert ckpt.name == "step-000002" and (ckpt / "model" / "model.safetensors").is_file()
     assert (tmp_path / "eval_before.json").is_file() and "eval_after" in summary
@@ -476,3 +479,35 @@ def test_deterministic_mode_holds_during_the_run_and_is_restored(tmp_path, tiny_
         (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())))
     assert seen == [(True, False)]  # every op of the step ran under the mode without raising
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def _trajectory(tmp_path, tok, name, *extra):
+    """The per-step rewards, lengths and learner losses of a 4-step run (timing columns left out)."""
+    _run(tok, tmp_path / name, "train.steps=4", "train.save_every=0", *extra)
+    keys = ("reward_mean", "response_length", "loss", "grad_norm", "accuracy")
+    return [tuple(r.get(k) for k in keys) for r in read_metrics(tmp_path / name / "metrics.jsonl")]
+
+
+def test_evaluation_leaves_the_training_trajectory_alone(tmp_path, tiny_tokenizer):
+    """An evaluation seeds the engine with eval.seed; training must continue from its own stream: the same
+    run with or without the evaluation before training and every step samples the same completions."""
+    plain = _trajectory(tmp_path, tiny_tokenizer, "plain", "eval.before_training=false", "eval.every=0")
+    evaluated = _trajectory(tmp_path, tiny_tokenizer, "evaluated", "eval.before_training=true", "eval.every=1",
+                            "eval.temperature=1.0")
+    assert plain == evaluated
+    # and train.seed reaches sampling even when an evaluation runs first
+    other = _trajectory(tmp_path, tiny_tokenizer, "other", "eval.before_training=true", "train.seed=4")
+    assert other != evaluated
+
+
+def test_bf16_sampler_mismatch_is_measured_per_token(tmp_path, tiny_tokenizer):
+    """A bf16 sampler against the fp32 learner: the step's largest |log-prob difference| bounds its mean, and the
+    share of tokens whose ratio leaves [0.9, 1.1] is a fraction that is nonzero only with a mismatch that large."""
+    _run(tiny_tokenizer, tmp_path, "train.steps=2", "rollout.dtype=bfloat16")
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["learner_seqs"]]
+    assert rows
+    for r in rows:
+        assert 0 < r["logprob_mismatch"] <= r["logprob_mismatch_max"]
+        assert 0 <= r["sampler_ratio_outside"] <= 1
+        if r["logprob_mismatch_max"] < math.log(1.1) * 0.9:
+            assert r["sampler_ratio_outside"] == 0

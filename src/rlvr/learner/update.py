@@ -188,6 +188,8 @@ class PolicyUpdate:
         self.sums: dict[str, float] = {}
         self.weight_total = 0.0
         self.mismatch_tokens = 0.0  # first-epoch tokens with a sampler log-prob (demonstrations have none)
+        self.mismatch_max = 0.0  # largest |learner - sampler| log-prob of those tokens
+        self.ratio_outside = 0.0  # of those tokens, how many have exp(learner - sampler) outside [0.9, 1.1]
         self.learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
         self.is_weights: dict[int, torch.Tensor | None] = {}
         self.device = next(model.parameters()).device
@@ -221,6 +223,8 @@ class PolicyUpdate:
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
         if weight_total:  # mismatch was summed over first-epoch tokens only (those with a sampler log-prob)
             out["logprob_mismatch"] = sums["logprob_mismatch"] / max(self.mismatch_tokens, 1.0)
+            out["logprob_mismatch_max"] = self.mismatch_max
+            out["sampler_ratio_outside"] = self.ratio_outside / max(self.mismatch_tokens, 1.0)
         out.update({"grad_norm": grad_norm, "learner_seqs": int(len(self.rows)),
                     "learner_tokens": int(weight_total)})
         if self.critic is not None:
@@ -276,8 +280,14 @@ class PolicyUpdate:
             mask = torch.where(off, torch.zeros_like(mask), mask)  # no sampler: not in the mismatch
         self.learner_old_logps[ci] = old
         rollout_logp = mb.sampler_logprobs[:, start:]
-        mismatch = ((logp.detach() - rollout_logp).abs() * mask).sum()
+        delta = (logp.detach() - rollout_logp).float()
+        counted = mask.bool()
+        mismatch = (delta.abs() * mask).sum()
         self.sums["logprob_mismatch"] = self.sums.get("logprob_mismatch", 0.0) + float(mismatch.float())
+        if counted.any():  # the worst token, and tokens whose learner/sampler ratio leaves [0.9, 1.1]
+            self.mismatch_max = max(self.mismatch_max, float(delta.abs()[counted].max()))
+            ratio = delta[counted].exp()
+            self.ratio_outside += float(((ratio < 0.9) | (ratio > 1.1)).sum())
         self.mismatch_tokens += float(mask.sum())
         # sampler -> learner importance weights (precision mismatch, stale weights)
         self.is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,

@@ -29,6 +29,7 @@ import functools
 import json
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -345,7 +346,23 @@ class RLRecipe:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, tag: str) -> dict:
-        return evaluate_heldout(self.engine, self.heldout, self.verifier, self.cfg, tag, self.out_dir, env=self.env)
+        with self.isolated_rng():
+            return evaluate_heldout(self.engine, self.heldout, self.verifier, self.cfg, tag, self.out_dir,
+                                    env=self.env)
+
+    @contextmanager
+    def isolated_rng(self):
+        """Evaluation leaves training's random streams as it found them.
+
+        An evaluation seeds the engine's generator with ``eval.seed`` (its samples are the same whenever
+        it runs); without this the training samples after it would be drawn from that seed's stream, so
+        ``train.seed`` would not reach sampling and ``eval.every`` would change the training trajectory.
+        """
+        state = rng_state(self.engine.generator)
+        try:
+            yield
+        finally:
+            set_rng_state(state, self.engine.generator)
 
     # ------------------------------------------------------------------ one step
     def start_worker(self) -> None:
@@ -622,8 +639,10 @@ class RLRecipe:
 
     def log_heldout(self, step: int) -> None:
         """An ``eval.every`` evaluation, logged to the trackers' ``heldout`` group (heldout.jsonl)."""
-        self.tracker.log(periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
-                                       env=self.env), step, group="heldout")
+        with self.isolated_rng():
+            row = periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
+                                env=self.env)
+        self.tracker.log(row, step, group="heldout")
 
     def interrupted(self, done: int, snap: tuple | None) -> None:
         """Ctrl-C: checkpoint after the ``done`` finished steps (restoring the pre-step sampling state) and raise.

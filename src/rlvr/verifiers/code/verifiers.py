@@ -83,7 +83,7 @@ def describe_failure(res: SandboxResult) -> str:
     return f"failed: {_last_line(res.stderr) or f'exit code {res.returncode}'}"
 
 
-@register_verifier("code_humaneval")
+@register_verifier("code_humaneval", tags={"subprocess"})
 def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024) -> Verifier:
     """Score 1.0 when the completion's code passes the reference's ``check(entry_point)``.
 
@@ -127,7 +127,7 @@ def _normalise(out: str) -> list[str]:
     return lines
 
 
-@register_verifier("code_stdio")
+@register_verifier("code_stdio", tags={"subprocess"})
 def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = False,
                    workers: int | None = None) -> Verifier:
     """Score the completion's program on ``[{"input", "output"}, ...]`` test cases.

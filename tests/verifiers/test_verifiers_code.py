@@ -356,7 +356,7 @@ def test_bad_completions_fail_with_reason(completion, why):
 def test_binary_garbage_and_bad_references():
     garbage = bytes(range(1, 256)).decode("latin-1") * 4
     v = get_verifier("code_humaneval", timeout=3)(garbage, TRIVIAL_REF)
-    assert not v.correct and v.reason.startswith("failed:")
+    assert not v.correct and v.reason.startswith("syntax error: SyntaxError"), v.reason
     for ref in ("not json", "{}", '{"test": 1, "entry_point": "f"}', None, "[]"):
         v = get_verifier("code_humaneval")(SOLUTION, ref)
         assert not v.correct and "bad reference" in v.reason
@@ -449,3 +449,31 @@ def test_verify_batch_runs_code_checks_on_threads():
     completions = [SOLUTION, "def f():\n    return 2\n"] * 3
     verdicts = verify_batch("code_humaneval", completions, refs, workers=3, timeout=5)
     assert [v.correct for v in verdicts] == [True, False] * 3
+
+
+@pytest.mark.parametrize("code, head", [
+    ("def f():\n    return 2\n", "wrong answer: AssertionError"),
+    ("def f():\n    return 1 / 0\n", "runtime error: RuntimeError: candidate raised ZeroDivisionError"),
+    ("def f(:\n    return 1\n", "syntax error: SyntaxError"),
+    ("def f():\n  return 1\n   return 2\n", "syntax error: IndentationError"),
+    ("def g():\n    return 1\n", "runtime error: RuntimeError: candidate raised NameError: the code defines no "
+                                 "function named 'f'"),
+    ("import time\ntime.sleep(30)\n", "timeout: after"),
+    ("x = bytearray(4 << 30)\n", "runtime error: MemoryError"),
+])
+def test_failure_reasons_start_with_their_kind(code, head):
+    from rlvr.rewards.monitors import reason_bucket
+    from rlvr.verifiers.code.verifiers import FAILURE_KINDS
+
+    v = get_verifier("code_humaneval", timeout=2, memory_mb=256)(code, TRIVIAL_REF)
+    assert not v.correct and v.reason.startswith(head), v.reason
+    kind = v.reason.split(":", 1)[0]
+    assert kind in FAILURE_KINDS and reason_bucket(v.reason) == kind.replace(" ", "_")
+
+
+def test_sandbox_limits_are_verifier_options():
+    v = get_verifier("code_humaneval", timeout=3, max_output_kb=4)("import sys\nsys.stdout.write('x' * 10000)\n"
+                                                                   + SOLUTION, TRIVIAL_REF)
+    assert not v.correct and v.reason.startswith("output limit"), v.reason
+    assert get_verifier("code_humaneval", timeout=3, max_output_kb=64)("print('x' * 10000)\n" + SOLUTION,
+                                                                       TRIVIAL_REF).correct

@@ -375,6 +375,8 @@ def _serve_candidate(cfg, source, rfd, wfd):
             os._exit(0)
         req = json.loads(line)
         try:
+            if entry not in namespace:
+                raise NameError(f"the code defines no function named {entry!r}")
             fn = namespace[entry]
             value = fn(*_dec(req["args"]), **{k: _dec(v) for k, v in req["kwargs"].items()})
             reply = {"ok": _enc(value)}

@@ -41,7 +41,8 @@ class ModelConfig(ConfigModel):
 
 class TaskConfig(ConfigModel):
     name: str = option("arithmetic", "which registered task supplies training and held-out problems "
-                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
+                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl, "
+                                     "code_functions, ...)")
     params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
                                           "task's registry entry)", default_factory=dict)
     path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")

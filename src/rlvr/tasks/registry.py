@@ -22,6 +22,8 @@ from typing import Any, Callable
 from rlvr.registry import Registry
 from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split
 from rlvr.tasks.benchmarks import load_benchmark, load_gsm8k
+from rlvr.tasks.code_functions import CodeFunctionsParams, check_params as _check_code_functions, \
+    code_function_problems
 from rlvr.tasks.jsonl import load_jsonl_problems
 from rlvr.types import Problem
 
@@ -77,6 +79,14 @@ def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_fie
         raise ValueError("task.name=jsonl needs task.path=<file.jsonl>")
     problems = load_jsonl_problems(os.fspath(path), prompt_field=prompt_field, answer_field=answer_field)
     return held_out_split(problems, num_heldout, seed)
+
+
+@TASKS.register("code_functions", params=CodeFunctionsParams, check=_check_code_functions,
+                doc="generated function-writing problems (chains of int/str/list primitives) with hidden unit "
+                    "tests; score with reward.verifier=code_humaneval; task.params steps, max_len, max_int, "
+                    "num_examples, num_tests")
+def code_functions_task(**options: Any) -> Split:
+    return code_function_problems(**options)
 
 
 def task_options(cfg: Any) -> dict[str, Any]:

@@ -101,7 +101,8 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     only, so hints may overshoot ``train.max_rollouts`` within the step), and
     ``out["guidance_metrics"]`` receives the ``guidance/*`` metrics.
 
-    Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``.
+    Returns ``(samples, verdicts, rewards, rounds, generation_seconds, completions_generated)``;
+    ``generation_seconds`` leaves out the environment's steps (verification, tool calls).
     """
     if not isinstance(env, Environment):
         env = SingleTurnEnvironment(env)
@@ -121,10 +122,11 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
-        groups = run_episodes(engine, env, problems, params)
+        steps: dict[str, float] = {}
+        groups = run_episodes(engine, env, problems, params, timing=steps)
         if guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples counts as generation time)
             groups = guide_groups(engine, env, problems, groups, params, gcfg, gstats)
-        t_gen += time.perf_counter() - t0
+        t_gen += time.perf_counter() - t0 - steps.get("env_s", 0.0)  # the environment's steps are verification
         for gi, (problem, group) in enumerate(zip(problems, groups)):
             if in_collect:  # a label-free or control source: its rewards replace the verifier's
                 src_r, src_keep, src_m = source_group_rewards(

@@ -18,13 +18,19 @@ tokens, not the whole trajectory again.
 Limits (turns, total tokens) end an episode with :meth:`Environment.close` (a
 turn cut off at ``max_new_tokens`` is still the environment's to answer); an
 environment that raises ends that episode with reward 0 and the error as reason.
+
+An environment whose ``step_workers`` is above 1 has one turn's steps run on that many
+threads (code checks: each is a sandboxed child process, so threads run them in
+parallel); the replies are then applied in episode order, as in the sequential case.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rlvr.engines import SamplingParams
@@ -67,15 +73,25 @@ def safe_step(env: Environment, state: EpisodeState, text: str) -> Reply:
         return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=reason), info={"env_errors": 1})
 
 
+def _step_all(env: Environment, eps: list["Episode"], texts: dict[int, str]) -> list[Reply]:
+    """``safe_step`` of every open episode, on ``env.step_workers`` threads when that is above 1."""
+    workers = min(int(getattr(env, "step_workers", 1) or 1), len(eps))
+    if workers <= 1:
+        return [safe_step(env, ep.state, texts[id(ep)]) for ep in eps]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda ep: safe_step(env, ep.state, texts[id(ep)]), eps))
+
+
 def run_episodes(engine, env: Environment, problems: list[Problem], params: SamplingParams,
-                 tokenizer=None) -> list[list[Sample]]:
+                 tokenizer=None, timing: dict[str, float] | None = None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
     Each sample's ``info`` holds ``reward`` (the environment's return), ``verdict``
     (the final :class:`Verdict`), ``turns``, ``turn_ends``, ``turn_rewards``,
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
-    the environment's turns.
+    the environment's turns.  ``timing``, if given, gets the wall seconds spent in the
+    environment's steps added to ``timing["env_s"]`` (verification, tool calls).
     """
     tokenizer = tokenizer or getattr(engine, "tokenizer", None)  # only multi-turn episodes render turns
     eos_ids = set(getattr(engine, "eos_ids", None) or ({tokenizer.eos_token_id} if tokenizer is not None else ()))
@@ -102,8 +118,11 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
         cont: list[Episode] = []
-        for ep in open_eps:
-            reply = safe_step(env, ep.state, last_texts[id(ep)])
+        t0 = time.perf_counter()
+        replies = _step_all(env, open_eps, last_texts)
+        if timing is not None:
+            timing["env_s"] = timing.get("env_s", 0.0) + time.perf_counter() - t0
+        for ep, reply in zip(open_eps, replies):
             ep.state.turn += 1
             _account(ep, reply)
             if reply.done:

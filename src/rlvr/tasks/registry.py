@@ -68,7 +68,7 @@ def _benchmark_task(name: str) -> Callable[..., Split]:
     return task
 
 
-for _name in ("math500", "aime24", "amc23"):
+for _name in ("math500", "aime24", "amc23", "humaneval"):
     TASKS.add(_name, _benchmark_task(_name), doc=f"{_name}: an evaluation set; held-out = a seeded subset")
 
 

@@ -58,7 +58,8 @@ def test_splits_are_disjoint_by_construction(seed, steps, share):
 
 
 def test_problems_are_what_they_say():
-    train, held = code_function_problems(steps=3, num_train=200, num_heldout=50, seed=1, num_examples=2, num_tests=6)
+    train, held = code_function_problems(steps=3, min_steps=3, num_train=200, num_heldout=50, seed=1, num_examples=2,
+                                         num_tests=6)
     for p in train + held:
         program = _program(p)
         assert program.name == p.metadata["entry_point"] and f"`{program.signature()}`" in p.prompt
@@ -92,7 +93,7 @@ def _hardcoded_passes(problem, default) -> bool:
 def test_hardcoding_the_visible_examples_never_passes_the_hidden_tests(steps):
     """Property over generated problems (in process): the hard-coded table with any constant default, or the
     input itself, fails at least one hidden test."""
-    train, held = code_function_problems(steps=steps, num_train=300, num_heldout=100, seed=steps)
+    train, held = code_function_problems(steps=steps, min_steps=steps, num_train=300, num_heldout=100, seed=steps)
     for p in train + held:
         outputs = [y for _, y in p.metadata["examples"]] + [y for _, y in _hidden_cases(p)]
         defaults = [lambda x: None, lambda x: 0, lambda x: "", lambda x: [], lambda x: x]
@@ -138,6 +139,7 @@ def test_every_primitive_appears_and_its_code_matches_its_function():
     ("task.params={num_tests: 1}", "task.params.num_tests"),
     ("task.params={heldout_share: 1.5}", "task.params.heldout_share"),
     ("task.params={stpes: 2}", "task.params.stpes"),
+    ("task.params={steps: 2, min_steps: 3}", "min_steps (3) must be <= steps (2)"),
     ("curriculum.levels=[{steps: 1}, {steps: 7}]", "curriculum.levels[1]"),
 ])
 def test_bad_spec_is_refused_at_load_naming_the_key(override, key):
@@ -156,9 +158,9 @@ def test_task_builds_from_a_config_and_a_curriculum_over_steps(tmp_path):
 
     cfg = load_config(RunConfig, None, ["task.name=code_functions", "reward.verifier=code_humaneval",
                                         "task.num_train=30", "task.num_heldout=10", "task.params={steps: 2}",
-                                        "curriculum.levels=[{steps: 1}, {steps: 2}, {steps: 3}]"])
+                                        "curriculum.levels=[{steps: 1}, {steps: 2}, {steps: 3, min_steps: 1}]"])
     assert "code_functions" in TASKS.names()
     train, held = build_task(cfg.task)
-    assert len(train) == 30 and len(held) == 10 and {p.metadata["steps"] for p in train} == {2}
+    assert len(train) == 30 and len(held) == 10 and {p.metadata["steps"] for p in train} == {1, 2}
     levels = [build_task(task_at_level(cfg.task, lv)) for lv in cfg.curriculum.levels]
-    assert [{p.metadata["steps"] for p in tr} for tr, _ in levels] == [{1}, {2}, {3}]
+    assert [{p.metadata["steps"] for p in tr} for tr, _ in levels] == [{1}, {1, 2}, {1, 2, 3}]

@@ -10,18 +10,19 @@ writes the function; the reference is a ``code_humaneval`` test program whose
 and fails with ``f(...) returned X, expected Y`` (or ``f(...) raised E``) at the
 first wrong one::
 
-    Write a Python function `evens_add3_sum(xs: list[int]) -> int`.
-    evens_add3_sum takes a list of integers `xs`; it should keep only the even numbers,
+    Write a Python function `nums_evens_add3_sum(xs: list[int]) -> int`.
+    nums_evens_add3_sum takes a list of integers `xs`; it should keep only the even numbers,
     then add 3 to each number, then compute the sum of the numbers, and return the result.
 
     Examples:
-    evens_add3_sum([4, 7, 2]) == 12
-    evens_add3_sum([1, 6]) == 9
+    nums_evens_add3_sum([4, 7, 2]) == 12
+    nums_evens_add3_sum([1, 6]) == 9
 
     Answer with the complete function in a ```python code block.
 
-Difficulty: ``steps`` (primitives composed), ``max_len`` (list and string lengths),
-``max_int`` (integer sizes).  A live curriculum moves over any of them, e.g.
+Difficulty: ``steps`` (primitives composed: each program draws its count from
+``min_steps..steps``), ``max_len`` (list and string lengths), ``max_int`` (integer
+sizes).  A live curriculum moves over any of them, e.g.
 ``curriculum.levels: [{steps: 1}, {steps: 2}, {steps: 3}]``.
 
 What makes it a fair task:
@@ -63,6 +64,7 @@ INSTRUCTION = "Answer with the complete function in a ```python code block."
 _ARG = {"list": "xs", "int": "n", "str": "s"}
 _ANNOT = {"list": "list[int]", "int": "int", "str": "str"}
 _DESC = {"list": "a list of integers", "int": "an integer", "str": "a string"}
+_NAME_HEAD = {"list": "nums", "int": "num", "str": "word"}
 _LETTERS = "abcdeilmnorstu"
 _VOWELS = "aeiou"
 _MAX_OUTPUT = 200
@@ -195,7 +197,8 @@ class Program:
 
     @property
     def name(self) -> str:
-        return "_".join(p.name.format(k=c) for p, (_, c) in zip(self.prims, self.steps))
+        """``<input word>_<step>_<step>...`` (``nums_evens_sum``): never a builtin's name."""
+        return "_".join([_NAME_HEAD[self.src]] + [p.name.format(k=c) for p, (_, c) in zip(self.prims, self.steps)])
 
     @property
     def arg(self) -> str:
@@ -229,7 +232,9 @@ class CodeFunctionsParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(2, ge=1, le=5, description="primitives composed per program (difficulty)")
+    steps: int = Field(2, ge=1, le=5, description="most primitives composed per program (difficulty)")
+    min_steps: int = Field(1, ge=1, le=5, description="fewest primitives composed per program (each program "
+                                                      "draws its count uniformly from min_steps..steps)")
     max_len: int = Field(5, ge=2, le=20, description="longest input list / string (difficulty)")
     max_int: int = Field(20, ge=5, le=1000, description="largest input integer and list element (difficulty)")
     num_examples: int = Field(2, ge=1, le=5, description="visible examples in the prompt")
@@ -245,6 +250,8 @@ def check_params(params: dict[str, Any], **_: Any) -> None:
     p = CodeFunctionsParams(**{k: v for k, v in params.items() if k in CodeFunctionsParams.model_fields})
     if p.num_train + p.num_heldout < 1:
         raise ValueError("num_train + num_heldout must be >= 1")
+    if p.min_steps > p.steps:
+        raise ValueError(f"min_steps ({p.min_steps}) must be <= steps ({p.steps})")
 
 
 def is_heldout_program(program: Program | str, share: float = 0.2) -> bool:
@@ -353,7 +360,7 @@ def _split(rng: random.Random, p: CodeFunctionsParams, count: int, heldout: bool
     used: set[str] = set()
     misses, exhausted = 0, False  # programs not drawn yet come first; a small space (steps=1) then repeats
     while len(out) < count:
-        program = _random_program(rng, p.steps)
+        program = _random_program(rng, rng.randint(min(p.min_steps, p.steps), p.steps))
         if is_heldout_program(program, p.heldout_share) != heldout:
             continue
         if program.key in used and not exhausted:
@@ -375,7 +382,9 @@ def _split(rng: random.Random, p: CodeFunctionsParams, count: int, heldout: bool
 def code_function_problems(**options: Any) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems for the options of :class:`CodeFunctionsParams`."""
     p = CodeFunctionsParams(**options)
-    base = f"code_functions:{p.seed}:{p.steps}:{p.max_len}:{p.max_int}:{p.num_examples}:{p.num_tests}"
+    check_params(p.model_dump())
+    base = (f"code_functions:{p.seed}:{p.min_steps}:{p.steps}:{p.max_len}:{p.max_int}:{p.num_examples}:"
+            f"{p.num_tests}")
     held = _split(random.Random(base + ":heldout"), p, p.num_heldout, True, "heldout")
     train = _split(random.Random(base + ":train"), p, p.num_train, False, "train")
     return train, held

@@ -92,7 +92,7 @@ def _cmd_train(ns) -> int:
             return 2
         except TrainingInterrupted:
             return 130
-        print(f"seed run directories: {Path(cfg.train.output_dir) / 'seed-<s>'}")
+        print(f"seeds directory: {cfg.train.output_dir}")
         return 0
     try:
         summary = train(cfg)

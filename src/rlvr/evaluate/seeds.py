@@ -339,7 +339,8 @@ def plot_seeds(summary: dict, path: str | os.PathLike) -> Path:
         if not r["curve"]:
             continue
         steps, acc = zip(*r["curve"])
-        label = f"seed {r['seed']}" + ("" if r["status"] == "finished" else f" ({r['status']})")
+        final = r["after"].get(summary["primary"]) if summary["primary"] else None
+        label = f"seed {r['seed']}" + (f": {final:.1%}" if final is not None else f" ({r['status']})")
         ax.plot(steps, acc, marker="o", ms=3, lw=1.4, color=colors(i % 10), label=label,
                 ls="-" if r["status"] == "finished" else "--")
     ax.set_xlabel("training step")

@@ -221,7 +221,8 @@ def _start_line(p: SeedPlan, i: int, n: int) -> str:
 
 
 def _end_line(root: Path, p: SeedPlan, i: int, n: int, seconds: float) -> str:
-    return f"seed {p.seed} [{i + 1}/{n}]: done in {seconds / 60:.1f} min: {result_line(read_seed_run(root, p.seed))}"
+    took = f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+    return f"seed {p.seed} [{i + 1}/{n}]: done in {took}: {result_line(read_seed_run(root, p.seed))}"
 
 
 def _run_here(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injected: dict) -> None:

@@ -13,6 +13,9 @@ group whose bundles 1.. hold the rollout workers, so Ray places the learner's
 GPU/CPUs and every worker's together; samples flow from the workers to it and
 weights back through the object store).  One learner process; data-parallel
 learners (FSDP2, ``rlvr.distributed.fsdp``) are not wired into this layout yet.
+``submit_to_cluster`` starts that layout without waiting: ``rlvr train --seeds``
+with ``distributed.backend: ray`` submits one per seed and Ray starts each when
+its placement group fits (``rlvr.recipes.seeds``).
 
 One ``generate`` call:
 

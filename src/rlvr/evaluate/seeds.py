@@ -274,7 +274,8 @@ def headline(summary: dict) -> str:
         lines.append(f"{k} after training over {n} seed{'s' if n != 1 else ''}: median {a['median']:.1%} "
                      f"(IQR {a['q1']:.1%}-{a['q3']:.1%}), min {a['min']:.1%}, max {a['max']:.1%}, "
                      f"mean {a['mean']:.1%}{ci_txt}")
-    return "\n".join(lines) if lines else "no finished seed with a held-out evaluation yet"
+    return "\n".join(lines) if lines else ("no final held-out accuracy to summarise yet (no seed has finished, or "
+                                           "eval.after_training is off)")
 
 
 def format_seeds_markdown(summary: dict) -> str:
@@ -331,6 +332,7 @@ def plot_seeds(summary: dict, path: str | os.PathLike) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401  (matplotlib.ticker.MaxNLocator below)
 
     runs, keys = summary["runs"], summary["metric_keys"]
     colors = plt.get_cmap("tab10")
@@ -343,6 +345,7 @@ def plot_seeds(summary: dict, path: str | os.PathLike) -> Path:
         label = f"seed {r['seed']}" + (f": {final:.1%}" if final is not None else f" ({r['status']})")
         ax.plot(steps, acc, marker="o", ms=3, lw=1.4, color=colors(i % 10), label=label,
                 ls="-" if r["status"] == "finished" else "--")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("training step")
     ax.set_ylabel(f"held-out accuracy ({summary['primary'] or 'eval'})")
     ax.set_ylim(-0.02, 1.02)

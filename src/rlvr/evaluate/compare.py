@@ -582,8 +582,9 @@ def format_seed_comparisons(comps: Sequence[SeedComparison], a: dict, b: dict) -
             f"{k} ({va!r} -> {vb!r})" for k, (va, vb) in diffs.items()))
     codes_a, codes_b = a.get("run_codes") or [], b.get("run_codes") or []
     if codes_a != codes_b or len(codes_a) > 1:
-        lines.append(f"code: {c0.name_a} {', '.join(codes_a) or 'unknown'}; {c0.name_b} {', '.join(codes_b) or 'unknown'}"
-                     " (runs made by different code compare the code as well as the setting)")
+        lines.append(f"code: {c0.name_a} {', '.join(codes_a) or 'unknown'}; "
+                     f"{c0.name_b} {', '.join(codes_b) or 'unknown'} "
+                     "(runs made by different code compare the code as well as the setting)")
     head = (f"{'metric':<8} {'A median':>9} {'B median':>9} {'diff median [' + str(pct) + '% CI]':>26} "
             f"{'A mean':>7} {'B mean':>7} {'diff mean [' + str(pct) + '% CI]':>26} {'P(B>A)':>7} {'perm p':>7}")
     lines += ["", head]

@@ -200,11 +200,10 @@ def train_seeds(cfg: RunConfig, seeds: Sequence[int] | str, *, echo: Callable[[s
     echo(f"{n} seed{'s' if n != 1 else ''} in {root}: {n - len(todo)} finished earlier, "
          f"{sum(p.action == 'resume' for p in todo)} to resume, {sum(p.action == 'train' for p in todo)} to train"
          + (" (Ray)" if todo and cfg.distributed.backend == "ray" else ""))
-    for i, p in enumerate(plans):
-        if p.action == "skip":
-            echo(f"seed {p.seed} [{i + 1}/{n}]: finished earlier, not trained again: "
-                 f"{result_line(read_seed_run(root, p.seed))}")
     if cfg.distributed.backend == "ray" and todo:
+        for i, p in enumerate(plans):
+            if p.action == "skip":
+                echo(_skip_line(root, p, i, n))
         _run_on_ray(plans, root, seeds, echo, injected)
     else:
         _run_here(plans, root, seeds, echo, injected)
@@ -213,6 +212,11 @@ def train_seeds(cfg: RunConfig, seeds: Sequence[int] | str, *, echo: Callable[[s
     echo(f"seeds summary: {summary['paths']['json']}, {summary['paths']['markdown']}"
          + (f", {summary['paths']['plot']}" if "plot" in summary["paths"] else ""))
     return summary
+
+
+def _skip_line(root: Path, p: SeedPlan, i: int, n: int) -> str:
+    result = result_line(read_seed_run(root, p.seed))
+    return f"seed {p.seed} [{i + 1}/{n}]: finished earlier, not trained again: {result}"
 
 
 def _start_line(p: SeedPlan, i: int, n: int) -> str:
@@ -231,6 +235,7 @@ def _run_here(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injecte
     model = injected.pop("model", None)
     for i, p in enumerate(plans):
         if p.action == "skip":
+            echo(_skip_line(root, p, i, n))
             continue
         echo(_start_line(p, i, n))
         kwargs = dict(injected)
@@ -282,7 +287,8 @@ def _run_on_ray(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injec
                 ray.get(ready[0])
             except Exception as e:  # noqa: BLE001 - reported once every seed has ended
                 failures.append((p.seed, e))
-                echo(f"seed {p.seed} [{i + 1}/{n}]: failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                first = str(e).splitlines()[0] if str(e) else ""
+                echo(f"seed {p.seed} [{i + 1}/{n}]: failed: {type(e).__name__}: {first}")
             else:
                 echo(_end_line(root, p, i, n, time.perf_counter() - t0))
             finally:

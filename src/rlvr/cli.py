@@ -1,11 +1,13 @@
 """``rlvr`` command line: a thin layer that parses config and calls the library.
 
     rlvr train [CONFIG.yaml] [key=value ...]     RL training (+ held-out eval before/after)
+    rlvr train CONFIG.yaml --seeds 0-4 [...]      one run per seed + seeds.json/.md/.png (spread over seeds)
+    rlvr seeds summarize DIR                      rebuild that summary from the seed-<s> runs (no training)
     rlvr eval  [CONFIG.yaml] [key=value ...]     accuracy of a model or checkpoint on a task
     rlvr config [CONFIG.yaml] [key=value ...]    print the resolved config as YAML
     rlvr verify INPUT.jsonl [--verifier math]     score completions against references
     rlvr search SAMPLES.jsonl [--scorer oracle]   test-time strategies + budget-sweep chart over stored samples
-    rlvr compare A.json B.json [...]              does B beat A beyond noise (IQM, stratified bootstrap)
+    rlvr compare A B [...]                        does B beat A beyond noise (seed sweeps, or eval results)
     rlvr contamination TRAIN EVAL                 n-gram overlap between a training task and an eval set
     rlvr export CHECKPOINT OUT [--gguf]           a checkpoint as a plain HF model directory (LoRA merged)
     rlvr rm train [CONFIG.yaml] [key=value ...]   an outcome / process reward model on the policy's own samples
@@ -66,14 +68,60 @@ def _cmd_train(ns) -> int:
     from rlvr.recipes.rl import TrainingInterrupted, train
 
     overrides = list(ns.args)
+    seeds = None
+    if ns.seeds is not None:  # checked before the config loads, before any model
+        from rlvr.recipes.seeds import SeedsError, parse_seeds
+
+        try:
+            seeds = parse_seeds(ns.seeds)
+            if any(a.startswith("train.seed=") for a in overrides[1 if overrides and "=" not in overrides[0] else 0:]):
+                raise SeedsError("sets train.seed for each run: drop the train.seed override")
+        except SeedsError as e:
+            print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+            return 2
     if ns.resume:
         overrides.append("train.resume=true")
     cfg = _load(overrides)
+    if seeds is not None:
+        from rlvr.recipes.seeds import SeedsError, train_seeds
+
+        try:
+            train_seeds(cfg, seeds)
+        except SeedsError as e:
+            print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+            return 2
+        except TrainingInterrupted:
+            return 130
+        print(f"seeds directory: {cfg.train.output_dir}")
+        return 0
     try:
         summary = train(cfg)
     except TrainingInterrupted:
         return 130
     print(f"run directory: {summary['output_dir']}")
+    return 0
+
+
+def _cmd_seeds_summarize(ns) -> int:
+    from rlvr.evaluate.seeds import format_seeds_markdown, write_seeds_summary
+    from rlvr.recipes.seeds import SeedsError, parse_seeds
+
+    try:
+        seeds = parse_seeds(ns.seeds) if ns.seeds else None
+    except SeedsError as e:
+        print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+        return 2
+    if not Path(ns.dir).is_dir():
+        print(f"rlvr: error: {ns.dir}: no such directory", file=sys.stderr)
+        return 2
+    try:  # --out: written elsewhere, the run directories stay untouched
+        summary = write_seeds_summary(ns.dir, seeds, out_dir=ns.out, plot=not ns.no_plot, n_resamples=ns.resamples,
+                                      confidence=ns.confidence)
+    except (ValueError, OSError) as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    print(format_seeds_markdown(summary))
+    print("written: " + ", ".join(summary["paths"].values()))
     return 0
 
 
@@ -369,9 +417,66 @@ def _run_beam(ns, opts) -> dict:
     return run_beam(problems, HFEngine(model, tok), scorer, cfg, verifier=verifier, progress=not ns.no_progress)
 
 
+def _seed_sweep(path: str) -> dict | None:
+    """The seeds summary a compare argument names (a sweep directory, summarised now, or a seeds.json), else None."""
+    from rlvr.evaluate.compare import RunFileError, load_seed_summary_file
+
+    p = Path(path)
+    if p.is_dir():
+        from rlvr.evaluate.seeds import summarize_seeds
+
+        return summarize_seeds(p)  # from the run directories as they are now; nothing is written
+    if p.is_file() and p.suffix == ".json":
+        try:
+            return load_seed_summary_file(p)
+        except RunFileError:
+            return None
+    return None
+
+
+def _cmd_compare_seeds(ns, names: list[str], sweeps: list[dict]) -> int:
+    from rlvr.evaluate.compare import compare_seed_summaries, format_seed_comparisons
+
+    results = []
+    for name, sweep in zip(names[1:], sweeps[1:]):
+        comps = compare_seed_summaries(sweeps[0], sweep, name_a=names[0], name_b=name, metrics=_csv(ns.metric),
+                                       n_resamples=ns.resamples, confidence=ns.confidence, seed=ns.seed,
+                                       resample=ns.resample)
+        print(format_seed_comparisons(comps, sweeps[0], sweep) + "\n")
+        results += [c.to_dict() for c in comps]
+    if ns.output:
+        Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.output).write_text(json.dumps({"baseline": names[0], "comparisons": results}, indent=2))
+        print(f"written to {ns.output}")
+    return 0
+
+
 def _cmd_compare(ns) -> int:
     from rlvr.evaluate.compare import RunFileError, compare_methods, format_comparison, load_methods
 
+    specs = [spec.partition("=") for spec in ns.methods]
+    paths = [(files if sep else name) for name, sep, files in specs]
+    try:
+        sweeps = [None if "," in p else _seed_sweep(p) for p in paths]
+    except ValueError as e:  # a directory without seed-<s> runs, an unreadable run file
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    if any(s is not None for s in sweeps):
+        if not all(s is not None for s in sweeps):
+            bad = [p for p, s in zip(paths, sweeps) if s is None]
+            print(f"rlvr: error: compare seed sweeps with seed sweeps: {', '.join(bad)} is not one (a directory "
+                  "of seed-<s> runs or a seeds.json)", file=sys.stderr)
+            return 2
+        if len(sweeps) < 2:
+            print("rlvr: error: give two seed sweeps (baseline first)", file=sys.stderr)
+            return 2
+        names = [name if sep else (Path(p).name if Path(p).is_dir() else Path(p).resolve().parent.name)
+                 for (name, sep, _), p in zip(specs, paths)]
+        try:
+            return _cmd_compare_seeds(ns, names, sweeps)
+        except ValueError as e:
+            print(f"rlvr: error: {e}", file=sys.stderr)
+            return 2
     names, groups = [], []
     for spec in ns.methods:
         name, sep, files = spec.partition("=")
@@ -447,8 +552,23 @@ Examples:
 """
 
 _COMPARE_DESCRIPTION = """\
-Does method B beat method A beyond noise, and by how much? (Agarwal et al. 2021,
-"Deep RL at the Edge of the Statistical Precipice".)
+Does method B beat method A beyond noise, and by how much?
+
+Seed sweeps: give two directories made by `rlvr train CONFIG --seeds ...` (or
+their seeds.json), baseline first. For each evaluation key (greedy, T=1.0, ...)
+it reports the median and mean final held-out accuracy of each side, the
+differences B - A with intervals from a two-level bootstrap (seeds resampled on
+each side, then the held-out problems, drawn once per replicate and shared by
+both sides when they were evaluated on the same problems), the probability that
+a seed of B ends above a seed of A, and an exact permutation test over seeds.
+B (or A) wins "beyond seed noise" only when the interval of the mean difference
+excludes 0 and p < 1 - confidence; otherwise it says "not resolved" and why.
+
+  rlvr compare runs/baseline runs/candidate          # directories of seed-<s> runs
+  rlvr compare aten=runs/aten/seeds.json onednn=runs/onednn/seeds.json --metric greedy
+
+Evaluation results (Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice"):
 
 Each FILE is one run (one seed on one task): an `rlvr eval` results JSON
 (per_problem accuracies with ids) or {"task": ..., "scores": {id: score}}.
@@ -548,7 +668,33 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=_config_help())
     _add_config_args(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint (train.resume=true)")
+    p.add_argument("--seeds", metavar="LIST",
+                   help="one run per seed, e.g. 0,1,2 or 0-4: train.seed=S in train.output_dir/seed-S/, then "
+                        "seeds.json, seeds.md and seeds.png (spread over seeds) in train.output_dir; resumable "
+                        "per seed (finished seeds are skipped, interrupted ones resume); Ray tasks with "
+                        "distributed.backend=ray")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("seeds", help="seed sweeps: `rlvr seeds summarize DIR` (median, IQR, curves; no training)",
+                       formatter_class=fmt)
+    seeds_sub = p.add_subparsers(dest="seeds_command", required=True, metavar="ACTION")
+    t = seeds_sub.add_parser("summarize", formatter_class=fmt, help="(re)build seeds.json/.md/.png from seed-<s> runs",
+                             description="Read the seed-<s> run directories under DIR (made by `rlvr train CONFIG "
+                                         "--seeds ...`, or by hand: one run per seed with train.output_dir="
+                                         "DIR/seed-<s>) and write DIR/seeds.json, seeds.md and seeds.png: per seed "
+                                         "the held-out accuracy before and after training (each evaluation "
+                                         "temperature) and its curve over steps (eval.every); over the finished "
+                                         "seeds the median, interquartile range, minimum, maximum and mean, with "
+                                         "bootstrap intervals over seeds and held-out problems. Trains nothing; "
+                                         "unfinished seeds are shown and left out of the statistics.\n\n"
+                                         "Example: rlvr seeds summarize runs/arithmetic_grpo")
+    t.add_argument("dir", help="the sweep's directory (train.output_dir of `rlvr train --seeds`)")
+    t.add_argument("--seeds", metavar="LIST", help="only these seeds (e.g. 0-4; default every seed-<s> directory)")
+    t.add_argument("--out", metavar="DIR", help="write the three files here instead of into DIR")
+    t.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    t.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    t.add_argument("--no-plot", action="store_true", help="skip seeds.png")
+    t.set_defaults(func=_cmd_seeds_summarize)
 
     p = sub.add_parser("eval", help="pass@k / maj@k / accuracy of a model on a benchmark, with a report",
                        formatter_class=fmt, description=_EVAL_DESCRIPTION, epilog=_config_help())
@@ -649,11 +795,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
     p.set_defaults(func=_cmd_search)
 
-    p = sub.add_parser("compare", help="does run B beat run A beyond noise? (IQM, stratified bootstrap)",
+    p = sub.add_parser("compare", help="does run B beat run A beyond noise? (seed sweeps, or eval results)",
                        formatter_class=fmt, description=_COMPARE_DESCRIPTION)
-    p.add_argument("methods", nargs="+", metavar="[NAME=]FILE[,FILE...]",
-                   help="results JSON files of one method (seeds and tasks, comma-separated); the first is the "
-                        "baseline every other is compared with")
+    p.add_argument("methods", nargs="+", metavar="[NAME=]PATH",
+                   help="a seed sweep (its directory or seeds.json), or results JSON files of one method (seeds "
+                        "and tasks, comma-separated); the first is the baseline every other is compared with")
+    p.add_argument("--metric", help="seed sweeps: evaluation keys to compare, e.g. greedy (default all shared)")
     p.add_argument("--resample", choices=("runs+problems", "runs", "problems"), default="runs+problems",
                    help="what the stratified bootstrap resamples within each task (default runs+problems)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")

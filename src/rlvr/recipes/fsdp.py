@@ -53,6 +53,7 @@ from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.config import config_to_dict, save_config
+from rlvr.version import code_version
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
 
@@ -272,7 +273,7 @@ class FSDPRecipe(RLRecipe):
             self.tracker.close()
         final = self.checkpoint(step) if cfg.train.steps > self.start_step or latest_checkpoint(out_dir) is None \
             else latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if self.main and cfg.eval.after_training and self.heldout:
             summary["eval_after"] = self.evaluate("after")
             print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))

@@ -73,6 +73,7 @@ from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
+from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
 
@@ -671,7 +672,7 @@ class RLRecipe:
         self.tracker.close()
         final = self.checkpoint(step) if tcfg.steps > self.start_step or latest_checkpoint(out_dir) is None else \
             latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if cfg.eval.after_training and self.heldout:
             after = self.evaluate("after")
             summary["eval_after"] = after

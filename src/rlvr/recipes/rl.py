@@ -59,9 +59,11 @@ from rlvr.learner.update import (
 )
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
+from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
     shape_advantages
 from rlvr.rollout.collect import collect_rollouts
@@ -207,6 +209,9 @@ class RLRecipe:
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+        self.tokenizer = as_tokenizer(self.tokenizer)  # an injected processor: its tokenizer, the processor attached
+        if is_vision_model(self.model):
+            check_vision_run(cfg)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
         self.setup_data()

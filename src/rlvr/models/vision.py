@@ -228,7 +228,8 @@ def render_prompt(tokenizer, problem: Problem, system_prompt: str | None = None)
     extra = {"tools": problem.tools} if problem.tools else {}
     renderer = processor if getattr(processor, "chat_template", None) else tokenizer
     text = renderer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **extra)
-    out = processor(text=[text], images=images, return_tensors="pt")
+    with torch.inference_mode(False):  # engines sample in inference mode; the learner's backward reads these
+        out = processor(text=[text], images=images, return_tensors="pt")
     ids = out["input_ids"][0].tolist()
     tensors = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask", "token_type_ids")
                and torch.is_tensor(v)}

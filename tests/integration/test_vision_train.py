@@ -54,6 +54,9 @@ def test_vision_runs_refuse_what_does_not_carry_images(tmp_path):
     cfg = tiny_run_config(tmp_path, *VISUAL, "algorithm.advantage=gae")
     with pytest.raises(ValueError, match="critic"):
         train(cfg, model=model, tokenizer=tok)
+    text_tok = make_tokenizer()
+    with pytest.raises(ValueError, match="text-only model"):
+        train(tiny_run_config(tmp_path, *VISUAL), model=make_model(text_tok), tokenizer=text_tok)
 
 
 def test_cli_train_then_eval_a_vlm_on_the_visual_task(tmp_path, tiny_vlm_dir, capsys):

@@ -127,7 +127,7 @@ def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
 
 
 def _images(mb: Batch) -> dict:
-    """``images=`` for the log-prob functions when the micro-batch has image rows ({} for text: the call is as before)."""
+    """``images=`` for the log-prob functions when the micro-batch has image rows ({} for text: the call is unchanged)."""
     return {"images": mb.image_inputs} if mb.image_inputs is not None else {}
 
 

@@ -215,6 +215,10 @@ class RLRecipe:
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
         self.setup_data()
+        if not is_vision_model(self.model) and any(getattr(p, "images", None)
+                                                   for p in self.train_problems + self.heldout):
+            raise ValueError(f"task {cfg.task.name!r} has problems with images, but {cfg.model.name!r} is a text-only "
+                             "model: use a vision-language model (AutoModelForImageTextToText + AutoProcessor)")
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)

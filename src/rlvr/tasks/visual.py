@@ -187,7 +187,8 @@ def _geometry(rng: random.Random, d: int, size: int):
         draw.text(((x1 + x2) // 2 - 6, y2 + 2), str(w), fill=ink, font=font)
         draw.text((x2 + 3, (y1 + y2) // 2), str(h), fill=ink, font=font)
         ans = w * h if ask == "area" else 2 * (w + h)
-        return (("rect", ask, w, h, x1, y1, x2, y2), img, f"The rectangle's sides are labelled. What is its {ask}?", str(ans),
+        return (("rect", ask, w, h, x1, y1, x2, y2), img, f"The rectangle's sides are labelled. What is its {ask}?",
+                str(ans),
                 {"figure": "rectangle", "w": w, "h": h, "ask": ask})
     if form == 2:
         a, b = rng.randint(20, 100), rng.randint(20, 100)
@@ -217,8 +218,8 @@ def _geometry(rng: random.Random, d: int, size: int):
               "hyp": ((x0 + x1) // 2 + 4, (y0 + y1) // 2 - 10)}
         for side, v in known.items():
             draw.text(at[side], "?" if side == hidden else str(v), fill=ink, font=font)
-        return (("right", x, y, z, hidden, tuple(pts)), img, "The triangle has a right angle. What is the length of the side "
-                "marked ??", str(known[hidden]), {"figure": "right triangle", "sides": known, "unknown": hidden})
+        return (("right", x, y, z, hidden, tuple(pts)), img, "The triangle has a right angle. What is the length of "
+                "the side marked ??", str(known[hidden]), {"figure": "right triangle", "sides": known, "unknown": hidden})
     a, b = rng.randint(2, 20), rng.randint(2, 20)
     h = rng.randrange(2, 21, 2) if (a + b) % 2 else rng.randint(2, 20)
     top_w = (size - 2 * m) * min(a, b) / max(a, b)

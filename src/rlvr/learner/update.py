@@ -81,6 +81,8 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
     sub = Batch(*parts)
+    if batch.image_inputs is not None:  # a vision-language policy's rows keep their images
+        sub.image_inputs = [batch.image_inputs[int(r)] for r in rows]
     return sub, completion_start(sub)
 
 
@@ -112,7 +114,7 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
     model.eval()
     out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
         model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True,
-        chunk_size=cfg.train.logprob_chunk_size)[1])
+        chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[1])
     model.train(was_training)
     return out
 
@@ -121,7 +123,12 @@ def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
     """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
     return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
         ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-        chunk_size=cfg.train.logprob_chunk_size)[0].float())
+        chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[0].float())
+
+
+def _images(mb: Batch) -> dict:
+    """``images=`` for the log-prob functions when the micro-batch has image rows ({} for text: the call is unchanged)."""
+    return {"images": mb.image_inputs} if mb.image_inputs is not None else {}
 
 
 def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
@@ -172,8 +179,8 @@ class PolicyUpdate:
             rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
         self.rows = rows
         if tcfg.micro_batch_tokens > 0:  # packed micro-batches filled to a token budget
-            shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch)) \
-                if tcfg.share_prompts else None
+            shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch),
+                                 **_images(batch)) if tcfg.share_prompts else None
             self.chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens, shared)
         else:
             self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
@@ -240,7 +247,7 @@ class PolicyUpdate:
             logp, ent, *hidden = self.logprobs(model, mb.input_ids, mb.attention_mask, start,
                                                cfg.rollout.temperature, with_entropy=True,
                                                entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared,
-                                               chunk_size=cfg.train.logprob_chunk_size)
+                                               chunk_size=cfg.train.logprob_chunk_size, **_images(mb))
         mask = mb.completion_mask[:, start:]
         if epoch == 0:
             self.first_pass(ci, mb, start, logp, mask)
@@ -248,7 +255,8 @@ class PolicyUpdate:
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
                 ref_logp, _ = self.logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
+                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size,
+                                            **_images(mb))
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,

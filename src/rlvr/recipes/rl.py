@@ -59,9 +59,11 @@ from rlvr.learner.update import (
 )
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
+from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
     shape_advantages
 from rlvr.rollout.collect import collect_rollouts
@@ -208,9 +210,16 @@ class RLRecipe:
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+        self.tokenizer = as_tokenizer(self.tokenizer)  # an injected processor: its tokenizer, the processor attached
+        if is_vision_model(self.model):
+            check_vision_run(cfg)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
         self.setup_data()
+        if not is_vision_model(self.model) and any(getattr(p, "images", None)
+                                                   for p in self.train_problems + self.heldout):
+            raise ValueError(f"task {cfg.task.name!r} has problems with images, but {cfg.model.name!r} is a text-only "
+                             "model: use a vision-language model (AutoModelForImageTextToText + AutoProcessor)")
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)

@@ -60,6 +60,7 @@ from rlvr.learner.update import (
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
 from rlvr.models.value_head import build_critic
+from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
 from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
@@ -183,6 +184,7 @@ class RLRecipe:
 
     def __init__(self, cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
                  verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None):
+        load_plugins(cfg.plugins)  # a config copied into another process (a Ray actor) names its plugins
         self.cfg = cfg
         self.model, self.tokenizer, self.problems = model, tokenizer, problems
         self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)

@@ -70,6 +70,18 @@ def config_keys(cls: type[ConfigModel]) -> list[str]:
     return [key for key, _, sub in _fields(cls) if sub is None]
 
 
+def _range(f) -> str:
+    """A field's numeric / length constraints (pydantic ``Field(ge=..., gt=...)``) as text, e.g. ``> 0, <= 1``."""
+    names = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "length >=", "max_length": "length <="}
+    parts = []
+    for m in f.metadata:
+        for attr, sign in names.items():
+            value = getattr(m, attr, None)
+            if value is not None:
+                parts.append(f"{sign} {value}")
+    return ", ".join(parts)
+
+
 def _default(f) -> str:
     value = f.get_default(call_default_factory=True)
     return _show(None if isinstance(value, BaseModel) else value)
@@ -78,7 +90,8 @@ def _default(f) -> str:
 def settings_overview(cls: type[ConfigModel], width: int | None = None) -> str:
     """The config's sections with their docs and key names (override any as ``key=value``)."""
     width = width or help_width()
-    lines = ["settings (set any key as section.key=value; --help-all gives every key's type, default and doc):"]
+    lines = wrap("settings (set any key as section.key=value; --help-all gives every key's type, default and doc):",
+                 width, 0, 2)
     top = [(name, f) for name, f in cls.model_fields.items() if _section(f.annotation) is None]
     sections = [(name, f) for name, f in cls.model_fields.items() if _section(f.annotation) is not None]
     col = 2 + max([len(n) for n, _ in sections] + [len(n) for n, _ in top] + [8]) + 2
@@ -95,13 +108,15 @@ def settings_overview(cls: type[ConfigModel], width: int | None = None) -> str:
 def settings_reference(cls: type[ConfigModel], width: int | None = None) -> str:
     """Every key: ``key  type = default`` then its doc, indented (the ``--help-all`` dump)."""
     width = width or help_width()
-    lines = ["config keys (set as key=value):"]
+    lines = wrap("config keys (set as key=value):", width)
     for key, f, sub in _fields(cls):
         doc = plain_text(f.description or "")
         if sub is not None:
             lines += wrap(f"{key}: {doc}" if doc else key, width, 2, 6)
             continue
-        lines += wrap(f"{key}  {_type_name(f.annotation)} = {_default(f)}", width, 2, 6)
+        valid = _range(f)
+        lines += wrap(f"{key}  {_type_name(f.annotation)} = {_default(f)}" + (f"  ({valid})" if valid else ""),
+                      width, 2, 6)
         if doc:
             lines += wrap(doc, width, 6)
     return "\n".join(lines)
@@ -167,8 +182,8 @@ def _details(entry) -> str:
 def components_overview(width: int | None = None, *, details: bool = False) -> str:
     """Every registered component of every kind: name and the first sentence of its doc (``details``: options)."""
     width = width or help_width()
-    lines = ["registered components (the names each key accepts"
-             + ("" if details else "; --help-all adds their options") + "):"]
+    lines = wrap("registered components (the names each key accepts"
+                 + ("" if details else "; --help-all adds their options") + "):", width, 0, 2)
     for kind in component_kinds():
         entries = _entries(kind.registry, builtin_only=False)
         lines += [""] + wrap(f"{kind.title}: {kind.key}", width, 2, 6)
@@ -195,11 +210,11 @@ def reference_markdown() -> str:
     for name, f in RunConfig.model_fields.items():
         sub = _section(f.annotation)
         out += [f"### `{name}`", "", plain_text(f.description or ""), ""]
-        out += ["| key | type | default | description |", "|---|---|---|---|"]
+        out += ["| key | type | default | valid | description |", "|---|---|---|---|---|"]
         fields = [(name, f, None)] if sub is None else [(k, g, s) for k, g, s in _fields(sub, name) if s is None]
         for key, g, _ in fields:
             out.append(f"| `{key}` | `{_cell(_type_name(g.annotation))}` | `{_cell(_default(g))}` | "
-                       f"{_cell(plain_text(g.description or ''))} |")
+                       f"{_cell(_range(g))} | {_cell(plain_text(g.description or ''))} |")
         out.append("")
     out += ["## Components", "", "The names each key accepts, with their options (the keyword options of the "
             "registered function or class).", ""]

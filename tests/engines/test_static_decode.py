@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from rlvr.engines import HFEngine, SamplingParams
+from rlvr.engines.kv_cache import cache_kwarg
 from rlvr.engines.static_decode import DecoderPool, StaticDecoder, static_batch, static_capacity
 from rlvr.types import Problem
 
@@ -70,12 +72,13 @@ def test_static_decode_reuses_one_decoder_across_chunks_and_calls(tiny_tokenizer
 def test_static_decoder_refuses_a_prefill_that_does_not_fit(tiny_tokenizer):
     model = _model(tiny_tokenizer)
     dec = StaticDecoder(model, batch=2, capacity=8)
+    prefill = DynamicCache()
     with torch.no_grad():
-        out = model(input_ids=torch.ones((1, 8), dtype=torch.long), use_cache=True)
+        model(input_ids=torch.ones((1, 8), dtype=torch.long), use_cache=True, **{cache_kwarg(model): prefill})
     with pytest.raises(ValueError, match="does not fit"):
-        dec.load(out.past_key_values, torch.ones((1, 8), dtype=torch.long), n=1)  # no room for a new token
+        dec.load(prefill, torch.ones((1, 8), dtype=torch.long), n=1)  # no room for a new token
     with pytest.raises(ValueError, match="does not fit"):
-        dec.load(out.past_key_values, torch.ones((1, 4), dtype=torch.long), n=3)  # 3 rows > batch 2
+        dec.load(prefill, torch.ones((1, 4), dtype=torch.long), n=3)  # 3 rows > batch 2
 
 
 def test_decoder_pool_keeps_the_most_recent(tiny_tokenizer):

@@ -29,11 +29,12 @@ rounding (batch shapes differ); in float64 the tests find them equal.
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 
 import torch
 from transformers.cache_utils import StaticCache, StaticLayer
+
+from rlvr.engines.kv_cache import cache_kwarg
 
 __all__ = ["StaticDecoder", "DecoderPool", "static_batch", "static_capacity", "COMPILED_VARIANTS"]
 
@@ -82,8 +83,7 @@ class StaticDecoder:
             raise RuntimeError(f"transformers {transformers.__version__}'s StaticCache keeps no in-place position "
                                "counter (cumulative_length), which decode='static'/'compiled' is written against; "
                                "upgrade transformers or use decode='dynamic'")
-        # transformers 5.2x renamed the forward's cache argument (past_key_values -> cache)
-        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._cache_kw = cache_kwarg(model)  # transformers 5.2x renamed it (past_key_values -> cache)
         self.mask = torch.zeros((batch, capacity), dtype=torch.long, device=p.device)
         torch._dynamo.mark_static_address(self.mask)  # updated in place between replays, never copied into a graph
         self.filled = 0  # positions written so far (the same number as each layer's counter)

@@ -48,6 +48,7 @@ class _PreallocatedLayer(DynamicLayer):
         super().__init__()
         self.capacity = capacity
         self.length = 0
+        self.is_initialized = False  # set by the base class since transformers 4.57, not before
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from rlvr.engines.base import SamplingParams
-from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes
+from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes, cache_kwarg
 from rlvr.engines.static_decode import DecoderPool, static_batch, static_capacity
 from rlvr.types import Problem, Sample
 
@@ -328,8 +328,8 @@ class HFEngine:
             cache = PreallocatedCache(layers, capacity)
         extra = prefill_inputs(images, model) if with_images else {}
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
-                    past_key_values=cache, logits_to_keep=1, **extra)
-        return out, mask, position_ids
+                    logits_to_keep=1, **{cache_kwarg(model): cache}, **extra)
+        return out, cache, mask, position_ids
 
     def _shared_prefix(self, prompts: list[list[int]]) -> int:
         """How many leading tokens all ``prompts`` share, if at least ``share_prefix`` (else 0); each prompt
@@ -348,7 +348,7 @@ class HFEngine:
         x = torch.tensor([ids], device=device)
         positions = torch.arange(len(ids), device=device)[None]
         self.model(input_ids=x, attention_mask=torch.ones_like(x), position_ids=positions, use_cache=True,
-                   past_key_values=cache, logits_to_keep=1)
+                   logits_to_keep=1, **{cache_kwarg(self.model): cache})
         return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None,
@@ -358,8 +358,7 @@ class HFEngine:
         device = next(model.parameters()).device
         if images is not None and any(x is not None for x in images):
             store = None  # cached rows are keyed by token ids, and image placeholders are the same ids for any image
-        out, mask, position_ids = self._prefill(prompts, params, store, images)
-        cache = out.past_key_values
+        out, cache, mask, position_ids = self._prefill(prompts, params, store, images)  # fills cache in place
         logits = out.logits[:, -1, :].float()
         if n > 1:  # share the prefill across the group
             cache.batch_repeat_interleave(n)
@@ -385,9 +384,8 @@ class HFEngine:
                 cache.batch_select_indices(keep_t)
                 active, tok, mask, next_pos = active[keep_t.cpu()], tok[keep_t], mask[keep_t], next_pos[keep_t]
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
-                        past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True,
+                        **{cache_kwarg(model): cache})
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + 1
         return list(zip(tokens, logps, reasons))
@@ -449,12 +447,12 @@ class HFEngine:
         the rows stay in the batch to the end, finished ones fed a pad token; the same tokens are sampled."""
         model, n = self.model, params.n
         device = next(model.parameters()).device
-        out, mask, position_ids = self._prefill(prompts, params, None, images)
+        out, prefill_cache, mask, position_ids = self._prefill(prompts, params, None, images)
         rows = len(prompts) * n
         batch = static_batch(rows, max(rows, self.batch_size))
         dec = self._decoders.get(model, batch, static_capacity(mask.shape[1] + params.max_new_tokens),
                                  self.decode == "compiled")
-        logits, prefill_cache = out.logits[:, -1, :].float().repeat_interleave(n, dim=0), out.past_key_values
+        logits = out.logits[:, -1, :].float().repeat_interleave(n, dim=0)
         del out
         dec.load(prefill_cache, mask, n)
         del prefill_cache  # copied into the static cache: free it before decoding

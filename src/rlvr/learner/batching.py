@@ -316,6 +316,17 @@ def _attention_mask_4d(model, allowed: torch.Tensor) -> torch.Tensor:
         ~allowed, torch.finfo(dtype).min)[None, None]
 
 
+def _check_packing_support() -> None:
+    """Packed rows without a mask need torch >= 2.6: on older torch, transformers' masks ignore the restarting
+    position ids and every row would attend to the rows packed before it (wrong log-probs, no error)."""
+    from packaging.version import Version
+
+    if Version(torch.__version__.split("+")[0]) < Version("2.6"):
+        raise RuntimeError(f"train.micro_batch_tokens packs rows, which needs torch >= 2.6 (this is "
+                           f"{torch.__version__}): upgrade torch, set train.share_prompts=true, or set "
+                           "train.micro_batch_tokens=0")
+
+
 def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
                     return_hidden: bool = False, chunk_size: int = 0, share_prompts: bool = False, images=None):
@@ -353,6 +364,7 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         ids, pos, allowed, src, rows, cols = pack_rows_shared(input_ids, attention_mask, start, images)
         mask4d = _attention_mask_4d(model, allowed)
     else:
+        _check_packing_support()
         ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
     src, rows, cols = src.to(input_ids.device), rows.to(input_ids.device), cols.to(input_ids.device)
     targets = input_ids[rows, cols]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from rlvr.config import ConfigModel, option
 from rlvr.models.lora import LoraSettings
 
@@ -357,6 +359,9 @@ class DistributedConfig(ConfigModel):
 class RunConfig(ConfigModel):
     """Top-level config: one section per stage of the loop."""
 
+    plugins: list[str] = option(None, "modules to import before the config is checked, for the components they "
+                                      "register (as --import MODULE; rlvr.plugins entry points load by themselves)",
+                                default_factory=list)
     model: ModelConfig = option(None, "the policy: which model, dtype, device, LoRA", default_factory=ModelConfig)
     task: TaskConfig = option(None, "where training and held-out problems come from", default_factory=TaskConfig)
     rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
@@ -371,6 +376,19 @@ class RunConfig(ConfigModel):
     train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        """Plugin modules (and entry points) are imported before any field is validated: their names must be known."""
+        from rlvr.plugins import PluginError, load_plugins
+
+        modules = data.get("plugins") if isinstance(data, dict) else None
+        try:
+            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
+        except PluginError as e:
+            raise ValueError(str(e)) from None
+        return data
 
     def _validate_registered(self) -> None:
         """Every registry name and its options, checked before any model loads (errors name the key)."""

@@ -61,6 +61,7 @@ from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
 from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
+from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
 from rlvr.recipes.multimodal import check_vision_run
@@ -186,6 +187,7 @@ class RLRecipe:
 
     def __init__(self, cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
                  verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None):
+        load_plugins(cfg.plugins)  # a config copied into another process (a Ray actor) names its plugins
         self.cfg = cfg
         self.model, self.tokenizer, self.problems = model, tokenizer, problems
         self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)

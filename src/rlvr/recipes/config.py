@@ -122,7 +122,9 @@ class AlgorithmConfig(ConfigModel):
     kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
-        "token_mean", "how per-token losses are averaged")
+        "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
+                      "policy loss's own: token_mean for ppo_clip / dual_clip, seq_mean_token_mean for gspo, "
+                      "seq_mean_token_sum for topr")
     kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
                                        "instead of adding a KL loss term")
     ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)")
@@ -137,6 +139,15 @@ class AlgorithmConfig(ConfigModel):
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
+
+    def check(self) -> None:
+        from rlvr.algorithms import POLICY_LOSSES
+        from rlvr.algorithms.losses import loss_aggregation
+
+        if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
+                and loss_aggregation(self.policy_loss) != self.loss_agg:
+            # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
+            self.loss_agg = loss_aggregation(self.policy_loss)
 
 
 class RewardConfig(ConfigModel):

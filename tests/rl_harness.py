@@ -94,3 +94,48 @@ def tiny():
     """``(tokenizer, model)``: the tests' tiny Llama, float32, seed 0."""
     tok = make_tokenizer()
     return tok, make_model(tok)
+
+
+# --------------------------------------------------------------------------- the recipe's own wiring
+def recipe(out, tok, model, *overrides: str, verifier=None):
+    """An :class:`~rlvr.recipes.rl.RLRecipe` set up on the tiny model (engine, optimizer, reference, critic as the
+    config asks) and ready for ``advantages()`` / ``learn()``; ``overrides`` are config ``key=value`` items."""
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+    from rlvr.recipes.rl import RLRecipe
+    from rlvr.types import Problem, Verdict
+    from rlvr.utils.accounting import StepAccounting
+
+    cfg = load_config(RunConfig, None, [f"train.output_dir={out}", "train.progress=false", "train.threads=1",
+                                        "train.save_every=0", "train.warmup_steps=0", "eval.before_training=false",
+                                        "eval.after_training=false", *overrides])
+    r = RLRecipe(cfg, model=model, tokenizer=tok, problems=([Problem("p", prompt=PROMPT, answer="4")], []),
+                 verifier=verifier or (lambda completion, reference: Verdict(0.0)))
+    r.setup()
+    r.acct = StepAccounting(r.device)
+    return r
+
+
+def rollouts(sample_list, rewards, correct=None):
+    """A step's :class:`~rlvr.recipes.rl.Rollouts` from hand-built samples and rewards (verdicts: ``correct``, or
+    reward > 0)."""
+    from rlvr.recipes.rl import Rollouts
+    from rlvr.types import Verdict
+
+    correct = [r > 0 for r in rewards] if correct is None else correct
+    return Rollouts(sample_list, [Verdict(float(c)) for c in correct], torch.tensor(rewards, dtype=torch.float32),
+                    rounds=1, generated=len(sample_list))
+
+
+def perturb(model, scale: float = 0.05, seed: int = 1) -> None:
+    """Add seeded Gaussian noise to every parameter (a reference or policy that differs from the other)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(x - mean) / (std + eps)`` over the masked entries, sample (Bessel-corrected) std; 0 off the mask."""
+    v = x[mask.bool()]
+    return (x - v.mean()) / (v.std(correction=1) + eps) * mask

@@ -117,11 +117,29 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
     return out
 
 
-def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
-    """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
-    return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
-        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-        chunk_size=cfg.train.logprob_chunk_size)[0].float())
+def reference_kl(model, ref_model, batch: Batch, cfg, device) -> torch.Tensor:
+    """Per-token k1 = log pi_old - log pi_ref at every completion position, [B, T] (no grad).
+
+    ``pi_old`` is the learner's policy before this step's update (``model``), not the sampler: the KL
+    penalty in the reward measures how far the trained policy has moved from the reference, and the
+    sampler's log-probs carry its own precision and staleness (verl's ``apply_kl_penalty`` also subtracts
+    the actor's recomputed ``old_log_probs``).  Demonstration rows (``batch.off_policy``) get 0: they are
+    not drawn from the policy, so ``log pi_old - log pi_ref`` on their tokens estimates no KL of it.
+    """
+    def k1(mb: Batch, start: int) -> torch.Tensor:
+        def logp(m):
+            return policy_logprobs(m, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+                                   chunk_size=cfg.train.logprob_chunk_size)[0].float()
+
+        return logp(model) - logp(ref_model)
+
+    was_training = model.training
+    model.eval()
+    out = per_token_pass(batch, cfg, device, k1)
+    model.train(was_training)
+    if batch.off_policy is not None:
+        out = out * (~batch.off_policy.bool()).unsqueeze(-1).to(out.dtype)
+    return out
 
 
 def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:

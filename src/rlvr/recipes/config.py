@@ -125,8 +125,10 @@ class AlgorithmConfig(ConfigModel):
         "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
                       "policy loss's own: token_mean for ppo_clip / dual_clip, seq_mean_token_mean for gspo, "
                       "seq_mean_token_sum for topr")
-    kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
-                                       "instead of adding a KL loss term")
+    kl_in_reward: bool = option(False, "fold the KL penalty into the reward instead of adding a KL loss term: "
+                                       "k1 = log pi_old - log pi_ref per token (pi_old: the learner before the "
+                                       "step; demonstrations 0), r - kl_coef * sum_t k1 for sequence-level "
+                                       "estimators, token by token for reinforce_pp and gae")
     ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)")
     ref_reset_kl: float | None = option(None, "ProRL: also reset the reference when the step's KL exceeds this")
     ref_reset_optimizer: bool = option(True, "ProRL: clear the optimizer state when the reference is reset")
@@ -390,7 +392,10 @@ class RunConfig(ConfigModel):
         from rlvr.verifiers import VERIFIERS
 
         a, r = self.algorithm, self.reward
-        ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
+            raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
+                             "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
         ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
                                    group_size=self.rollout.group_size)
         POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")

@@ -82,6 +82,9 @@ def unsupported_with_fsdp(cfg) -> list[str]:
     if needs:  # the FSDP learner calls the estimator on rewards alone
         bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
             "does not compute)"] = True
+    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
+        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
+            "the FSDP recipe computes advantages per rank)"] = True
     return [k for k, on in bad.items() if on]
 
 

@@ -36,7 +36,9 @@ def _learner_grads(model, b, *overrides):
 def test_gspo_and_topr_use_their_own_aggregation(loss, per_sequence, reduce):
     tok, model = tiny()
     b = batch(tok, COMPLETIONS, ADV, model=model)
-    got, out, cfg = _learner_grads(model, b, f"algorithm.policy_loss={loss}")
+    # TOPR is refused with one optimizer step per batch (its truncation could not act): two epochs at lr 0, whose
+    # last gradient is the one the test reads, taken at unchanged weights
+    got, out, cfg = _learner_grads(model, b, f"algorithm.policy_loss={loss}", "algorithm.ppo_epochs=2")
     assert cfg.algorithm.loss_agg == {"gspo": "seq_mean_token_mean", "topr": "seq_mean_token_sum"}[loss]
     logp, m = learner_logprobs(model, b), completion_mask(b)
     seq = logp.sum(-1) / (m.sum(-1) if reduce == "mean" else 1.0)

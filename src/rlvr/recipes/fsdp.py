@@ -164,6 +164,10 @@ class FSDPRecipe(RLRecipe):
         if tcfg.prompts_per_step % self.world:
             raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
                              f"{self.world} ranks (each rank samples an equal share)")
+        rows = tcfg.prompts_per_step // self.world * self.cfg.rollout.group_size
+        if self.cfg.algorithm.mini_batches > rows:
+            raise ValueError(f"algorithm.mini_batches={self.cfg.algorithm.mini_batches}: each of the {self.world} ranks "
+                             f"splits its own {rows} sequences into mini-batches")
         super().setup()
         self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
         self.rank_cfg = copy.deepcopy(self.cfg)

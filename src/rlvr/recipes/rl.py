@@ -11,8 +11,9 @@ One step of :meth:`RLRecipe.train`::
 Every algorithm runs through the same steps: the estimator's registry entry says
 which extra inputs it needs (``entropy``, ``values``), the loss and KL estimator
 are registry names, and PPO's critic is one more module the learner steps.
-``logp_old`` is the learner's own log-prob from the first pass over the batch
-(detached), so the first PPO epoch has ratio exactly 1; the sampler's log-probs
+``logp_old`` is the learner's own log-prob before the step's first optimizer step
+(detached), so the first optimizer step has ratio exactly 1 and the clip options act from the
+second on (``algorithm.mini_batches`` / ``ppo_epochs``); the sampler's log-probs
 (``Batch.sampler_logprobs``) are compared with it every step (``logprob_mismatch``).
 Sequences whose advantage is exactly 0 contribute no policy gradient, so with no
 KL term they are skipped by the learner (``algorithm.skip_zero_advantage``).

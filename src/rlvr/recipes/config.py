@@ -109,12 +109,13 @@ class AlgorithmConfig(ConfigModel):
                                           "dual_clip, gspo, topr)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
                                                 "dual_clip; gspo/topr clip ranges", default_factory=dict)
-    entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
+    entropy_coef: float = option(0.0, "weight of the entropy bonus, >= 0 (0: off)")
     is_correction: str = option(
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
                                        default_factory=dict)
-    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop all-equal-reward groups and refill the batch")
+    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
+                                           "all wrong (by the verdicts, not the shaped reward) and refill the batch")
     max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
     clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
@@ -156,6 +157,9 @@ class AlgorithmConfig(ConfigModel):
                 and loss_aggregation(self.policy_loss) != self.loss_agg:
             # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
             self.loss_agg = loss_aggregation(self.policy_loss)
+        if self.entropy_coef < 0:
+            raise ValueError(f"algorithm.entropy_coef must be >= 0 (the weight of an entropy bonus), got "
+                             f"{self.entropy_coef}")
         if self.ppo_epochs < 1 or self.mini_batches < 1:
             raise ValueError(f"algorithm.ppo_epochs and algorithm.mini_batches must be >= 1, got {self.ppo_epochs} "
                              f"and {self.mini_batches}")

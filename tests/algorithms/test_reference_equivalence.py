@@ -15,8 +15,9 @@ Choices that differ from verl (``verl/trainer/ppo/core_algos.py``) or TRL (``GRP
 * GRPO's std is the sample std plus ``eps = 1e-6`` (verl: the same; TRL: ``1e-4``).  A zero-variance group
   gets exactly 0 (verl and TRL: 0 / (0 + eps) = 0 too).
 * The default loss aggregation is DAPO's token mean over the whole batch (TRL's ``loss_type="dapo"``;
-  verl's ``token-mean``); Dr. GRPO's ``seq_mean_token_sum_norm`` divides by ``B x rollout.max_new_tokens``
-  (verl divides the token sum by the padded length of the micro-batch, which changes with the batch).
+  verl's ``token-mean``); Dr. GRPO's ``seq_mean_token_sum_norm`` divides the token sum by
+  ``B x rollout.max_new_tokens`` (verl's ``seq-mean-token-sum-norm`` divides it by the response tensor's
+  padded length alone, with no ``1/B``; Dr. GRPO's paper leaves the constant open).
 * GSPO is aggregated ``seq_mean_token_mean`` unless ``loss_agg`` is set (verl forces it whatever is set).
   Its clip range is its own (3e-4 / 4e-4, the paper's); verl reuses the actor's ``clip_ratio_low/high``.
 * Dual clip is a loss of its own (``dual_clip``, c = 3); verl applies it inside every vanilla PPO loss.

@@ -117,8 +117,10 @@ class AlgorithmConfig(ConfigModel):
     dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
                                            "all wrong (by the verdicts, not the shaped reward) and refill the batch")
     max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
-    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
-    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); ppo_clip and dual_clip only; "
+                                  "acts from the second optimizer step of a batch (mini_batches or ppo_epochs > 1)")
+    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
+                                   "acts from the second optimizer step of a batch")
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
     kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
@@ -204,7 +206,9 @@ class AlgorithmConfig(ConfigModel):
         if why:
             raise ValueError(f"{'; '.join(why)}: cannot act with one optimizer step per rollout batch "
                              "(algorithm.ppo_epochs=1, algorithm.mini_batches=1): the policy (and critic) has not moved "
-                             "when the loss is taken, so every importance ratio is exactly 1. Set algorithm.mini_batches > 1 "
+                             "when the loss is taken, so every importance ratio is exactly 1 (logp_old is the learner's "
+                             "own; a stale or low-precision sampler is algorithm.is_correction's). Set "
+                             "algorithm.mini_batches > 1 "
                              "(several optimizer steps per batch, as verl's ppo_mini_batch_size) or "
                              "algorithm.ppo_epochs > 1")
 

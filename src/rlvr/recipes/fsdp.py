@@ -83,6 +83,9 @@ def unsupported_with_fsdp(cfg) -> list[str]:
     if needs:  # the FSDP learner calls the estimator on rewards alone
         bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
             "does not compute)"] = True
+    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
+        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
+            "the FSDP recipe computes advantages per rank)"] = True
     return [k for k, on in bad.items() if on]
 
 
@@ -162,6 +165,10 @@ class FSDPRecipe(RLRecipe):
         if tcfg.prompts_per_step % self.world:
             raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
                              f"{self.world} ranks (each rank samples an equal share)")
+        rows = tcfg.prompts_per_step // self.world * self.cfg.rollout.group_size
+        if self.cfg.algorithm.mini_batches > rows:
+            raise ValueError(f"algorithm.mini_batches={self.cfg.algorithm.mini_batches}: each of the {self.world} ranks "
+                             f"splits its own {rows} sequences into mini-batches")
         super().setup()
         self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
         self.rank_cfg = copy.deepcopy(self.cfg)

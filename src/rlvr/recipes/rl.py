@@ -11,8 +11,9 @@ One step of :meth:`RLRecipe.train`::
 Every algorithm runs through the same steps: the estimator's registry entry says
 which extra inputs it needs (``entropy``, ``values``), the loss and KL estimator
 are registry names, and PPO's critic is one more module the learner steps.
-``logp_old`` is the learner's own log-prob from the first pass over the batch
-(detached), so the first PPO epoch has ratio exactly 1; the sampler's log-probs
+``logp_old`` is the learner's own log-prob before the step's first optimizer step
+(detached), so the first optimizer step has ratio exactly 1 and the clip options act from the
+second on (``algorithm.mini_batches`` / ``ppo_epochs``); the sampler's log-probs
 (``Batch.sampler_logprobs``) are compared with it every step (``logprob_mismatch``).
 Sequences whose advantage is exactly 0 contribute no policy gradient, so with no
 KL term they are skipped by the learner (``algorithm.skip_zero_advantage``).
@@ -447,17 +448,21 @@ class RLRecipe:
             if getattr(self, "process_scorer", None) is None:
                 self.process_scorer = load_process_scorer(rcfg, self.device)
             steps = prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
-        if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
-            token_kl = reference_kl(self.ref_model, batch, cfg, self.device)
+        entry = ADVANTAGE_ESTIMATORS.entry(alg.advantage)
+        takes = entry.needs | entry.inputs  # per-call tensors the estimator requires or accepts
+        if alg.kl_in_reward:  # r_i - beta * sum_t k1_t, before the advantage
+            token_kl = reference_kl(self.model, self.ref_model, batch, cfg, self.device)
             seq_kl = token_kl.sum(-1)
-            if self.critic is None:  # PPO subtracts it token by token instead (ppo_gae_advantages)
+            if self.critic is None and "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
                 rewards = rewards - alg.kl_coef * seq_kl
         value_row: dict[str, float] = {}
-        inputs: dict[str, torch.Tensor] = {}
+        inputs: dict[str, Any] = {}
         if "entropy" in self.needs:  # e.g. zero-variance groups shaped by the policy's entropy
             inputs["entropy"] = policy_entropy(self.model, batch, cfg, self.device)
-        if "mask" in self.needs:
+        if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
+        if token_kl is not None and "kl" in takes and self.critic is None:
+            inputs.update(kl=token_kl, kl_coef=alg.kl_coef)
         if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
             batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
             if steps is not None:  # process rewards on each step's last token

@@ -212,6 +212,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+_KEYED = re.compile(r"[a-z_]+(\.[a-z_0-9]+|\[\d+\])+: ")
 _BOUNDS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
 
 
@@ -226,6 +227,8 @@ def _explain_one(cls: type[ConfigModel], e: Mapping[str, Any]) -> tuple[list[Any
             return loc, _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields))
     if e["type"] == "value_error":  # a check() hook: the message names its keys
         msg = str(e.get("ctx", {}).get("error", e["msg"]))
+        if _KEYED.match(msg):  # "section.key: why" already
+            return loc, msg
         where = f"config section '{key}'" if key else "config"
         return loc, f"invalid {where}: {msg}"
     if e["type"] in ("model_type", "dict_type", "model_attributes_type"):
@@ -272,6 +275,8 @@ def _validate(cls: type[T], data: Mapping, source: str | Callable[[list[Any]], s
             line = f"{where}: {msg}" if where else msg
             if line not in lines:
                 lines.append(line)
+        at = re.compile(r"^.*?:(\d+): ")  # a file's errors in the order of their lines
+        lines.sort(key=lambda t: int(m.group(1)) if (m := at.match(t)) else 0)
         raise ConfigError("\n".join(lines)) from None
 
 
@@ -319,7 +324,7 @@ def _override_source(overrides: Sequence[str]) -> Callable[[list[Any]], str]:
             n = min(len(k), len(strs))
             if n and k[:n] == strs[:n]:
                 return f"override {o!r}"
-        return f"override {list(overrides)[-1]!r}" if len(overrides) == 1 else "overrides"
+        return f"override {list(overrides)[-1]!r}" if len(overrides) == 1 else ""
 
     return where
 

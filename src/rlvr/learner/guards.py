@@ -150,11 +150,14 @@ class StepGuard:
         self.in_a_row = 0
 
     def skip(self, step: int, reason: str) -> None:
-        """Count a skipped step and warn; raise :class:`TrainingDiverged` at ``max_bad_steps`` in a row."""
+        """Count a skipped step and warn."""
         self.in_a_row += 1
         self.skipped += 1
         log.warning("step %d skipped, the weights were not updated: %s (%d in a row; train.max_bad_steps=%d "
                     "stops the run)", step, reason, self.in_a_row, self.max_bad_steps)
+
+    def stop_if_diverged(self, step: int, reason: str) -> None:
+        """Raise :class:`TrainingDiverged` once ``max_bad_steps`` steps in a row were skipped."""
         if self.in_a_row >= self.max_bad_steps:
             raise TrainingDiverged(f"{self.in_a_row} steps in a row were skipped for non-finite values "
                                    f"(train.max_bad_steps={self.max_bad_steps}); the last, step {step}: {reason}")

@@ -6,6 +6,7 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from rlvr.config import ConfigModel, option
@@ -414,7 +415,12 @@ class RunConfig(ConfigModel):
                 raise ValueError(f"rollout.engine={self.rollout.engine} cannot run in Ray rollout workers "
                                  f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
         TASKS.entry(self.task.name, key="task.name")
-        task_options(self.task)
+        path = task_options(self.task).get("path")
+        if self.task.name in FILE_TASKS and not path:
+            raise ValueError(f"task.path: task.name={self.task.name} reads {FILE_TASKS[self.task.name]}: set "
+                             "task.path=...")
+        if self.task.name == "jsonl" and not Path(path).is_file():
+            raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
         TASKS.check(self.task.name, self.task.params, key="task.params")
         for i, level in enumerate(self.curriculum.levels):
             lvl = task_at_level(self.task, level, key=f"curriculum.levels[{i}]")
@@ -549,6 +555,9 @@ class RunConfig(ConfigModel):
             if bad := unsupported_with_fsdp(self):
                 raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
 
+
+FILE_TASKS = {"jsonl": "a JSON-lines file", "hf": "a `datasets` hub id, directory or data file"}
+"""Tasks that need ``task.path`` (what it names)."""
 
 REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
 """Tasks whose reference answers come from the user's file: whether they exist is not known at load."""

@@ -669,6 +669,7 @@ class RLRecipe:
                **self.guard.metrics(skipped=True), **timing, **ro.lag}
         if self.tracker is not None:
             self.tracker.log(row, row["step"])
+        self.guard.stop_if_diverged(step + 1, reason)
         return row
 
     def train(self) -> dict[str, Any]:
@@ -700,7 +701,8 @@ class RLRecipe:
                 self.snap = self.snapshot()
                 row = self.step(step)
                 self.show(row)
-                if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
+                # not after a skipped step: the checkpoints of the last good steps are not rotated out by its copies
+                if tcfg.save_every and (step + 1) % tcfg.save_every == 0 and not self.guard.in_a_row:
                     with deferred_interrupts():
                         self.checkpoint(step + 1)
                 if self.periodic and (step + 1) % cfg.eval.every == 0:

@@ -414,8 +414,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
             loaded = yaml.safe_load(text)
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: invalid YAML: {e}") from None
+        except yaml.YAMLError as e:  # one line: where the parser stopped, and why
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            why = " ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+            raise ConfigError(f"{where}: invalid YAML: {why or ' '.join(str(e).split())}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, Mapping):

@@ -264,7 +264,7 @@ def test_eval_unknown_verifier_before_the_model_loads(capsys):
 @pytest.mark.parametrize("flags,expect", [(["--n", "0"], r"--n: must be >= 1, got 0"),
                                           (["--top-p", "1.5"], r"--top-p: must be in \(0, 1\], got 1.5"),
                                           (["--temperature", "-0.5"], r"--temperature: must be >= 0"),
-                                          (["--task", "jsonl"], r"--path: --task jsonl reads a JSON-lines file")])
+                                          (["--task", "jsonl"], r"--path: --task jsonl needs --path FILE.jsonl")])
 def test_eval_bad_flags(capsys, flags, expect):
     one_error(capsys, ["eval", "--model", "/nonexistent/model", *flags], expect)
 

@@ -114,7 +114,7 @@ def _check_eval_flags(ns) -> None:
         if value is not None and not ok(value):
             raise ConfigError(f"{flag}: must be {want}, got {value}")
     if ns.task == "jsonl" and not ns.path:
-        raise ConfigError("--path: --task jsonl reads a JSON-lines file: give --path FILE.jsonl")
+        raise ConfigError("--path: --task jsonl needs --path FILE.jsonl (a JSON-lines file)")
 
 
 def _cmd_eval(ns) -> int:

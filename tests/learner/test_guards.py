@@ -106,9 +106,8 @@ def test_a_non_finite_gradient_skips_the_update(tmp_path, tiny_tokenizer, caplog
     skipped = [r for r in rows if r.get("skipped_step")]
     assert skipped, "a step with advantages must have produced the NaN gradient"
     assert any("policy gradient norm is nan" in r.getMessage() for r in caplog.records)
-    if len(skipped) == len(rows):
-        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    assert _finite(model)
+    assert all(r.get("skipped_step") or r["learner_seqs"] == 0 for r in rows)  # every update was stopped
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_require_finite_norm_and_the_update_leaves_weights_alone(tiny_tokenizer):

@@ -66,11 +66,13 @@ def test_nan_rewards_skip_both_steps_and_leave_finite_weights(tmp_path, tiny_tok
     model = make_model(tiny_tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with caplog.at_level(logging.WARNING):
-        summary = train(tiny_run_config(tmp_path, "train.steps=2", f"env.name={nan_env}"), model=model,
+        summary = train(tiny_run_config(tmp_path, "train.steps=2", f"env.name={nan_env}", "train.warmup_steps=4"),
+                        model=model,
                         tokenizer=tiny_tokenizer, problems=PROBS, verifier=_parity)
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert [r["skipped_step"] for r in rows] == [1.0, 1.0] and rows[-1]["skipped_steps"] == 2.0
+    assert [r["lr"] for r in rows] == pytest.approx([0.005, 0.0075])  # the warm-up still advances a step per step
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # no update reached the weights
     warnings = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert len(warnings) == 2
@@ -179,3 +181,19 @@ def test_step_guard_counts_and_stops():
     with pytest.raises(TrainingDiverged, match="2 steps in a row .* step 4: z"):
         g.stop_if_diverged(4, "z")
     assert g.metrics(skipped=True) == {"skipped_step": 1.0, "skipped_steps": 3.0}
+
+
+def nan_verifier(completion: str, reference: str) -> Verdict:
+    """Module level, so the generator process can unpickle it."""
+    return Verdict(float("nan"), None, "nan")
+
+
+@pytest.mark.slow  # starts a generator process (~30 s alone, more on a busy machine)
+def test_skipped_steps_release_the_generator_process(tmp_path, tiny_tokenizer):
+    """With rollouts from a generator process, a skipped step still publishes its policy version (the generator
+    waits for it): the run ends instead of hanging."""
+    model = make_model(tiny_tokenizer)
+    train(tiny_run_config(tmp_path, "train.steps=3", "train.rollout_worker=true", "train.max_bad_steps=4"),
+          model=model, tokenizer=tiny_tokenizer, problems=PROBS, verifier=nan_verifier)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["skipped_step"] for r in rows] == [1.0, 1.0, 1.0] and _finite(model)

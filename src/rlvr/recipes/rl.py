@@ -629,16 +629,17 @@ class RLRecipe:
                                        values=scored.batch.values, prompts=self.prompts)
         bad = self.any_rank(bad)
         with deferred_interrupts():  # Ctrl-C waits for the update and its log line
+            closed = False  # the learner ran (and closed its update: schedules stepped, generator released)
             if bad is None:
                 try:
                     learn = self.learn(step, scored)
-                except NonFiniteError as e:  # raised before the optimizer stepped; learn() closed the update
-                    bad, scored = str(e), None
+                except NonFiniteError as e:  # raised before the optimizer stepped
+                    bad, closed = str(e), True
             if bad is None:
                 self.guard.passed()
                 row = self.log(step, ro, scored, learn)
             else:
-                row = self.skip(step, ro, bad, closed=scored is None)
+                row = self.skip(step, ro, bad, closed=closed)
             self.snap = None  # the step is done: an interrupt from here on checkpoints after it
             self.finished = step + 1
         return row

@@ -220,9 +220,30 @@ def _eval_engine(cfg, model_name: str, system_prompt: str | None):
     return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run, **cfg.rollout.engine_params)
 
 
+def _check_eval_flags(ns) -> None:
+    """``rlvr eval``'s flags, checked before any model loads (each error names its flag)."""
+    from rlvr.config import ConfigError
+    from rlvr.verifiers import VERIFIERS
+
+    if ns.verifier is not None:
+        VERIFIERS.entry(ns.verifier, key="--verifier")
+    for flag, value, ok, want in (("--n", ns.n, lambda v: v >= 1, ">= 1"),
+                                  ("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
+                                  ("--temperature", ns.temperature, lambda v: v >= 0, ">= 0"),
+                                  ("--top-p", ns.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
+                                  ("--max-new-tokens", ns.max_new_tokens, lambda v: v >= 1, ">= 1"),
+                                  ("--workers", ns.workers, lambda v: v >= 1, ">= 1"),
+                                  ("--verifier-timeout", ns.verifier_timeout, lambda v: v > 0, "> 0")):
+        if value is not None and not ok(value):
+            raise ConfigError(f"{flag}: must be {want}, got {value}")
+    if ns.task == "jsonl" and not ns.path:
+        raise ConfigError("--path: --task jsonl needs --path FILE.jsonl (a JSON-lines file)")
+
+
 def _cmd_eval(ns) -> int:
     from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
 
+    _check_eval_flags(ns)
     cfg = _load(list(ns.args))
     model_name = ns.model or cfg.model.name
     try:
@@ -934,11 +955,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(e: BaseException) -> None:
+    """``rlvr: error: ...``, one line per line of the message (a config file reports every bad key)."""
+    for line in str(e).splitlines() or [""]:
+        print(f"rlvr: error: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from rlvr.config import ConfigError
+    from rlvr.learner.checkpoint import NonFiniteWeightsError
+    from rlvr.learner.guards import TrainingDiverged
     from rlvr.models import ModelNotFoundError
     from rlvr.plugins import PluginError, load_plugins
+    from rlvr.registry import RegistryError
     from rlvr.tasks.jsonl import DatasetError
+    from rlvr.types import ComponentError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     try:  # before the parser exists: --help lists the components plugins register
@@ -956,9 +987,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return ns.func(ns)
-    except (ConfigError, ModelNotFoundError, DatasetError) as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+    except (ConfigError, ModelNotFoundError, DatasetError, RegistryError) as e:  # before anything ran
+        _error(e)
         return 2
+    except (ComponentError, TrainingDiverged, NonFiniteWeightsError) as e:  # a broken component, a diverged run
+        _error(e)
+        return 1
 
 
 if __name__ == "__main__":

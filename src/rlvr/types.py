@@ -9,7 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Problem", "Sample", "Verdict", "Batch", "ImageInputs", "problem_text"]
+__all__ = ["Problem", "Sample", "Verdict", "Batch", "ImageInputs", "problem_text", "ComponentError",
+           "component_name"]
+
+
+class ComponentError(TypeError):
+    """A component (a verifier, an environment) broke its contract, e.g. returned the wrong type.
+
+    Raised at the first such call, naming the component: a programming error that no amount of
+    retrying fixes, so it stops the run instead of being scored as a wrong answer.
+    """
+
+
+def component_name(obj: Any) -> str:
+    """How messages name a component: its registry name when it was built from one, else its Python name."""
+    name = getattr(obj, "rlvr_name", None)
+    if name:
+        return repr(name)
+    fn = getattr(obj, "__name__", None) or type(obj).__name__
+    return f"{fn} ({getattr(obj, '__module__', None) or type(obj).__module__})"
 
 
 @dataclass

@@ -62,6 +62,6 @@ def test_dynamic_sampling_drops_an_all_correct_group_whose_shaped_rewards_differ
 
 
 def test_a_negative_entropy_weight_is_refused_when_the_config_loads():
-    with pytest.raises(ConfigError, match="algorithm.entropy_coef must be >= 0"):
+    with pytest.raises(ConfigError, match="algorithm.entropy_coef: must be >= 0"):
         load_config(RunConfig, None, ["algorithm.entropy_coef=-0.01"])
     load_config(RunConfig, None, ["algorithm.entropy_coef=0.01"])

@@ -21,6 +21,7 @@ from rlvr.algorithms import grpo_loss, value_loss
 from rlvr.algorithms.importance import is_correction_weights
 from rlvr.learner.batching import (completion_start, packed_logprobs, policy_logprobs, prompt_keys,
                                    token_budget_chunks)
+from rlvr.learner.guards import require_finite_norm
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
@@ -278,9 +279,11 @@ class PolicyUpdate:
                     self.micro_batch(epoch, mini.chunks[j], mini)
                 if mini.passes and self.critic_optimizer is not None:
                     critic_norm = clip_gradients(list(self.critic.parameters()), tcfg.max_grad_norm)
+                    require_finite_norm(critic_norm, "critic")  # guards.py: nothing non-finite reaches the weights
                     self.critic_optimizer.step()
                 if mini.passes and self.train_policy:
                     grad_norm = clip_gradients(list(self.model.parameters()), tcfg.max_grad_norm)
+                    require_finite_norm(grad_norm, "policy")
                 self.optimizer.step()  # a no-op without gradients (critic warm-up too)
         sums, weight_total = self.sums, self.weight_total
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}

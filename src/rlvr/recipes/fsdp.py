@@ -251,13 +251,23 @@ class FSDPRecipe(RLRecipe):
 
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         with self.acct.phase("learn"):
-            learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
-            # as the base recipe: free the gradient shards now rather than through sampling and evaluation
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scheduler.step()
+            try:  # a non-finite global gradient norm raises on every rank, before the optimizer steps (guards.py)
+                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
+            finally:
+                # as the base recipe: free the gradient shards now rather than through sampling and evaluation
+                self.optimizer.zero_grad(set_to_none=True)
+                self.scheduler.step()
         with self.acct.phase("sync"):
             _sync_sampler(self.sampler_model, self.model)
         return learn
+
+    def any_rank(self, bad: str | None) -> str | None:
+        """Every rank skips the step when one has a non-finite reward or advantage (their collectives must match)."""
+        flag = torch.tensor([0.0 if bad is None else 1.0], device=reduce_device())
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and bad is None:
+            return "another rank's rewards or advantages are not finite (its warning names the source)"
+        return bad
 
     def log(self, step: int, ro: Rollouts, scored: Scored, learn: dict[str, float]) -> dict[str, Any]:
         """Rollout statistics summed over ranks, written (and printed) by rank 0."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 import zlib
 import os
 import tempfile
@@ -298,6 +299,9 @@ def _answer(rec: dict[str, Any], path: Path, line_no: int, answer_field: str,
     if answer_transform is None:
         if raw is None:
             raise DatasetError(f"{_where(path, line_no)}: answer field {answer_field!r} is null")
+        if isinstance(raw, float) and not math.isfinite(raw):  # JSON's 1e400, NaN, Infinity: no answer equals it
+            raise DatasetError(f"{_where(path, line_no)}: answer field {answer_field!r} is not a finite number "
+                               f"({raw}); write a very large answer as a string")
         return _answer_to_str(raw)
     try:
         answer = answer_transform(raw)

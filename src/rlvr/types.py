@@ -111,7 +111,8 @@ class Batch:
     [B, T] (per-token estimators); ``values`` (the critic's predictions when the
     rollouts were scored) and ``returns`` (its targets) are [B, T], PPO only.
     ``off_policy`` is [B] bool, True for off-policy rows (guidance demonstrations, whose loss is
-    LUFFY's shaped term), or None when every row is on-policy.
+    LUFFY's shaped term), or None when every row is on-policy.  ``token_select`` is [B, T] bool, the
+    tokens a batch-wide loss rule chose (Clip-Cov / KL-Cov, set by the learner), or None.
     """
 
     input_ids: Any
@@ -123,6 +124,7 @@ class Batch:
     values: Any | None = None
     returns: Any | None = None
     off_policy: Any | None = None
+    token_select: Any | None = None
 
 
 def problem_text(problem: Any) -> str:

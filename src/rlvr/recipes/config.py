@@ -106,10 +106,17 @@ class AlgorithmConfig(ConfigModel):
                                               "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
                                               "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
-                                          "dual_clip, gspo, topr)")
+                                          "dual_clip, gspo, topr; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
-                                                "dual_clip; gspo/topr clip ranges", default_factory=dict)
+                                                "dual_clip; gspo/topr clip ranges; {ratio: 0.02, cov_low: 1, "
+                                                "cov_high: 5} for clip_cov; {ratio: 0.02, coef: 1} for kl_cov",
+                                                default_factory=dict)
     entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
+    entropy_floor: float = option(
+        0.0, "adaptive entropy bonus (Skywork-OR1): target mean token entropy in nats; while the measured "
+             "entropy is below it the bonus is on and its weight grows (0: off; range >= 0)")
+    entropy_floor_delta: float = option(0.001, "entropy floor: change of the bonus weight per step (> 0)")
+    entropy_floor_max_coef: float = option(0.01, "entropy floor: largest bonus weight (> 0), added to entropy_coef")
     is_correction: str = option(
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
@@ -499,6 +506,10 @@ class RunConfig(ConfigModel):
             raise ValueError("algorithm.max_sampling_rounds must be >= 1")
         if self.algorithm.kl_coef < 0:
             raise ValueError("algorithm.kl_coef must be >= 0")
+        if not (self.algorithm.entropy_floor >= 0 and self.algorithm.entropy_floor_delta > 0
+                and self.algorithm.entropy_floor_max_coef > 0):
+            raise ValueError("need algorithm.entropy_floor >= 0, algorithm.entropy_floor_delta > 0 and "
+                             "algorithm.entropy_floor_max_coef > 0")
         a = self.algorithm
         if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
             raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")

@@ -107,8 +107,9 @@ def clip_cov_selection(cov: Tensor, mask: Tensor, *, ratio: float, cov_low: floa
                        generator: torch.Generator | None = None) -> Tensor:
     """Clip-Cov's token set: ``floor(ratio * N)`` tokens drawn uniformly without replacement among the counted
     tokens with ``cov_low <= Cov_i <= cov_high`` (all of them when fewer qualify).  ``N`` counts the tokens
-    where ``mask != 0``.  Returns a [B, T] bool mask.  (verl draws ``max(1, int(r N))`` tokens and uses open
-    bounds; this follows the paper's ``floor(r N)`` and closed interval.)
+    where ``mask != 0``.  Returns a [B, T] bool mask.  (verl draws ``max(1, int(r N))`` tokens, uses open
+    bounds and leaves out tokens the PPO clip already stops, of which there are none at ratio 1; this follows
+    the paper's ``floor(r N)`` and closed interval.)
     """
     valid = mask.bool()
     candidates = (valid & (cov >= cov_low) & (cov <= cov_high)).flatten().nonzero().squeeze(-1)

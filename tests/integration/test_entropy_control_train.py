@@ -1,7 +1,8 @@
 """Entropy control through ``rlvr.train`` on the tiny model: the gradient that reaches each completion token's
 log-prob in the real learner is the one the Clip-Cov / KL-Cov formula gives (zero on Clip-Cov's tokens; the KL
 penalty's sign term on KL-Cov's once the ratio leaves 1), the selection is the batch's, and the entropy floor's
-weight follows its controller, across a resume too."""
+weight follows its controller, across a resume too; and TIS / MIS, the existing corrections for the bf16
+sampler, weight each token's gradient as their formulas say."""
 
 from __future__ import annotations
 
@@ -126,3 +127,31 @@ def test_entropy_floor_weight_follows_the_controller_and_survives_resume(tmp_pat
     _train(tiny_tokenizer, tmp_path / "c", "algorithm.entropy_floor=1e-6", "train.steps=2")
     assert [r["entropy_floor_coef"] for r in read_metrics(tmp_path / "c" / "metrics.jsonl")] == [0.0, 0.0]
     assert all(c["kw"]["entropy_coef"] == 0.0 and c["kw"]["entropy"] is None for c in calls)
+
+
+@pytest.mark.parametrize("correction, params", [("tis", "{cap: 1.01}"), ("mis", "{lower: 0.99, upper: 1.01}")])
+def test_importance_correction_for_the_bf16_sampler_reaches_the_gradient(tmp_path, tiny_tokenizer, monkeypatch,
+                                                                         correction, params):
+    """With a bf16 sampler and an fp32 learner, TIS / MIS weight each token's gradient by
+    w(pi_old / mu): min(r, cap) (TIS) or r * 1[lower <= r <= upper] (MIS), r = exp(learner - sampler)."""
+    calls = _record(monkeypatch)
+    ratios = []
+    real = update.is_correction_weights
+
+    def weights(name, learner_logp, rollout_logp, mask, **kw):
+        ratios.append(torch.where(mask.bool(), (learner_logp - rollout_logp).exp(), torch.ones(())))
+        return real(name, learner_logp, rollout_logp, mask, **kw)
+
+    monkeypatch.setattr(update, "is_correction_weights", weights)
+    _train(tiny_tokenizer, tmp_path, "rollout.dtype=bfloat16", f"algorithm.is_correction={correction}",
+           f"algorithm.is_params={params}")
+    assert len(ratios) == len(calls)
+    changed = 0
+    for c, r in zip(calls, ratios):
+        m, a = c["mask"].bool(), c["adv"]
+        w = r.clamp(max=1.01) if correction == "tis" else torch.where((r >= 0.99) & (r <= 1.01), r, torch.zeros(()))
+        torch.testing.assert_close(c["kw"]["is_weights"], torch.where(m, w, torch.ones(())), atol=1e-6, rtol=0)
+        torch.testing.assert_close(c["grad"], torch.where(m, -a * w * c["scale"], torch.zeros(())), atol=1e-7,
+                                   rtol=0)
+        changed += int((m & (a != 0) & ((w - 1).abs() > 1e-3)).sum())
+    assert changed > 0  # the bf16 sampler's rounding moved some weights away from 1

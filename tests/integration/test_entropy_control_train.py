@@ -30,15 +30,18 @@ def _train(tok, out, *extra):
 
 
 def _record(monkeypatch):
-    """Every learner loss call of the run: its inputs, the gradient that reached ``logp`` and 1 / (the batch's
+    """Every learner loss call of the run: its inputs, the gradient that reached ``logp`` and 1 / (the mini-batch's
     completion tokens), the token-mean weight each token's loss has in the optimizer step."""
     calls, step = [], {"n": -1, "scale": None}
-    real_loss, real_run = update.grpo_loss, update.PolicyUpdate.run
+    real_loss, real_run, real_micro = update.grpo_loss, update.PolicyUpdate.run, update.PolicyUpdate.micro_batch
 
     def run(self):
         step["n"] += 1
-        step["scale"] = 1.0 / float(self.total_tokens)
         return real_run(self)
+
+    def micro_batch(self, epoch, ci, mini):
+        step["scale"] = 1.0 / float(mini.tokens)
+        return real_micro(self, epoch, ci, mini)
 
     def loss(logp, old_logp, adv, mask, **kw):
         rec = {"step": step["n"], "scale": step["scale"], "logp": logp.detach().clone(), "old": old_logp.clone(),
@@ -50,6 +53,7 @@ def _record(monkeypatch):
         return real_loss(logp, old_logp, adv, mask, **kw)
 
     monkeypatch.setattr(update.PolicyUpdate, "run", run)
+    monkeypatch.setattr(update.PolicyUpdate, "micro_batch", micro_batch)
     monkeypatch.setattr(update, "grpo_loss", loss)
     return calls
 
@@ -100,7 +104,7 @@ def test_kl_cov_penalises_the_selected_tokens_once_the_ratio_moves(tmp_path, tin
 def test_micro_batch_scope_selects_per_micro_batch(tmp_path, tiny_tokenizer, monkeypatch):
     calls = _record(monkeypatch)
     _train(tiny_tokenizer, tmp_path, "train.steps=2", "algorithm.policy_loss=kl_cov",
-           "algorithm.policy_loss_params={ratio: 0.25, scope: micro_batch}")
+           "algorithm.policy_loss_params={ratio: 0.25, scope: micro_batch}", "algorithm.ppo_epochs=2")
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert all(c["select"] is None for c in calls) and "cov_selected" not in rows[0]
     assert all(0 < r["cov_frac"] for r in rows if r["learner_seqs"])

@@ -21,6 +21,7 @@ learner (:mod:`rlvr.algorithms.importance`).  ``metrics`` always hold
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 import torch
@@ -46,6 +47,7 @@ __all__ = [
     "entropy_bonus",
     "POLICY_LOSSES",
     "get_policy_loss",
+    "loss_aggregation",
     "grpo_loss",
     "entropy_from_logits",
     "selective_log_softmax",
@@ -391,6 +393,18 @@ def get_policy_loss(name: str, **params) -> PolicyLoss:
     if params:
         POLICY_LOSSES.validate_params(name, params, key="policy_loss_params")
     return functools.partial(fn, **params) if params else fn
+
+
+def loss_aggregation(name: str) -> str:
+    """The aggregation the policy loss ``name`` is defined with: the default of its ``agg`` parameter.
+
+    ``ppo_clip`` / ``dual_clip``: ``token_mean`` (DAPO's token-level loss); ``gspo``: ``seq_mean_token_mean``
+    (GSPO's ``1/B sum_i`` over sequences of length-normalised ratios; verl forces it for GSPO);
+    ``topr``: ``seq_mean_token_sum`` (TOPR's ``sum_t log pi(y_t)`` per sequence).  The recipe uses it when
+    ``algorithm.loss_agg`` is not set.
+    """
+    param = inspect.signature(POLICY_LOSSES.get(name)).parameters.get("agg")
+    return "token_mean" if param is None or param.default is inspect.Parameter.empty else param.default
 
 
 def kl_loss(logp: Tensor, ref_logp: Tensor, mask: Tensor, *, kind: str = "k3", agg: str = "token_mean",

@@ -74,7 +74,10 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
         else:
             model.save_pretrained(tmp / "model", safe_serialization=True)
         if tokenizer is not None:
-            tokenizer.save_pretrained(tmp / "model")
+            from rlvr.models.vision import processor_of
+
+            # a vision-language policy's processor saves its tokenizer, image processor and chat template
+            (processor_of(tokenizer) or tokenizer).save_pretrained(tmp / "model")
         for name, module in (modules or {}).items():
             save_model(module, str(tmp / f"{name}.safetensors"))
         torch.save({"optimizer": optimizer.state_dict(),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from rlvr.config import ConfigModel, option
 from rlvr.models.lora import LoraSettings
 
@@ -111,7 +113,7 @@ class AlgorithmConfig(ConfigModel):
                                                 "dual_clip; gspo/topr clip ranges; {ratio: 0.02, cov_low: 1, "
                                                 "cov_high: 5} for clip_cov; {ratio: 0.02, coef: 1} for kl_cov",
                                                 default_factory=dict)
-    entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
+    entropy_coef: float = option(0.0, "weight of the entropy bonus, >= 0 (0: off)")
     entropy_floor: float = option(
         0.0, "adaptive entropy bonus (Skywork-OR1): target mean token entropy in nats; while the measured "
              "entropy is below it the bonus is on and its weight grows (0: off; range >= 0)")
@@ -121,17 +123,24 @@ class AlgorithmConfig(ConfigModel):
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
                                        default_factory=dict)
-    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop all-equal-reward groups and refill the batch")
+    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
+                                           "all wrong (by the verdicts, not the shaped reward) and refill the batch")
     max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
-    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
-    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); ppo_clip and dual_clip only; "
+                                  "acts from the second optimizer step of a batch (mini_batches or ppo_epochs > 1)")
+    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
+                                   "acts from the second optimizer step of a batch")
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
     kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
-        "token_mean", "how per-token losses are averaged")
-    kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
-                                       "instead of adding a KL loss term")
+        "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
+                      "policy loss's own: token_mean for ppo_clip / dual_clip, seq_mean_token_mean for gspo, "
+                      "seq_mean_token_sum for topr")
+    kl_in_reward: bool = option(False, "fold the KL penalty into the reward instead of adding a KL loss term: "
+                                       "k1 = log pi_old - log pi_ref per token (pi_old: the learner before the "
+                                       "step; demonstrations 0), r - kl_coef * sum_t k1 for sequence-level "
+                                       "estimators, token by token for reinforce_pp and gae")
     ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)")
     ref_reset_kl: float | None = option(None, "ProRL: also reset the reference when the step's KL exceeds this")
     ref_reset_optimizer: bool = option(True, "ProRL: clear the optimizer state when the reference is reset")
@@ -140,10 +149,82 @@ class AlgorithmConfig(ConfigModel):
     difficulty_low: float = option(0.0, "difficulty filter: lowest running pass rate kept (0 keeps unsolved ones)")
     difficulty_high: float = option(0.9, "difficulty filter: highest running pass rate kept")
     difficulty_alpha: float = option(0.5, "difficulty filter: EMA weight of the newest pass rate")
-    ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
+    ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts (>= 1)")
+    mini_batches: int = option(
+        1, "optimizer steps per pass: the batch's sequences are split, in order, into this many mini-batches, each "
+           "normalised on its own and followed by an optimizer step (verl's ppo_mini_batch_size = batch / "
+           "mini_batches); 1 .. train.prompts_per_step x rollout.group_size.  With more than one optimizer step per "
+           "batch, logp_old comes from a pass over the whole batch before the first, so the clip range, dual clip "
+           "and TOPR's truncation act; the LR schedule still steps once per batch")
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
+
+    def check(self) -> None:
+        from rlvr.algorithms import POLICY_LOSSES
+        from rlvr.algorithms.losses import loss_aggregation
+
+        if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
+                and loss_aggregation(self.policy_loss) != self.loss_agg:
+            # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
+            self.loss_agg = loss_aggregation(self.policy_loss)
+        if self.entropy_coef < 0:
+            raise ValueError(f"algorithm.entropy_coef must be >= 0 (the weight of an entropy bonus), got "
+                             f"{self.entropy_coef}")
+        if self.ppo_epochs < 1 or self.mini_batches < 1:
+            raise ValueError(f"algorithm.ppo_epochs and algorithm.mini_batches must be >= 1, got {self.ppo_epochs} "
+                             f"and {self.mini_batches}")
+        if self.policy_loss in POLICY_LOSSES:
+            self._check_clips("clip_range" in POLICY_LOSSES.entry(self.policy_loss).tags)
+
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per rollout batch: ``ppo_epochs x mini_batches``."""
+        return self.ppo_epochs * self.mini_batches
+
+    def _check_clips(self, takes_clip_range: bool) -> None:
+        """Refuse clip options that cannot act: read by no loss, or with a ratio that is always 1.
+
+        ``logp_old`` is the learner's own log-prob before the step's first optimizer step, so with one
+        optimizer step per rollout batch every importance ratio is exactly 1 (the sampler's staleness and
+        precision are ``is_correction``'s, not the ratio's): no clip range, dual clip or truncation acts.
+        Defaults are never refused (the default clip range 0.2 is then inert but harmless).
+        """
+        fields = type(self).model_fields
+        clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default)
+        if clip_set and not takes_clip_range:
+            raise ValueError(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} are read by the "
+                             f"losses with a PPO clip range (ppo_clip, dual_clip), not by {self.policy_loss}: give "
+                             "its own options in algorithm.policy_loss_params")
+        if self.optimizer_steps() > 1:
+            return
+        why = []
+        if clip_set:
+            why.append(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} (the PPO clip range"
+                       + ("; DAPO's clip-higher" if self.clip_high > self.clip_low else "") + ")")
+        if self.policy_loss == "dual_clip" or "dual_clip" in self.policy_loss_params:
+            why.append("the dual clip (algorithm.policy_loss=dual_clip: it bounds the loss of negative-advantage "
+                       "tokens whose ratio exceeds clip_ratio_c)")
+        if self.policy_loss == "topr":
+            why.append("algorithm.policy_loss=topr (it truncates the ratio of negative samples; at ratio 1 it is "
+                       "plain REINFORCE: ppo_clip with loss_agg=seq_mean_token_sum)")
+        if self.policy_loss == "gspo" and {"clip_low", "clip_high"} & set(self.policy_loss_params):
+            why.append("algorithm.policy_loss_params clip_low / clip_high of gspo (its sequence-ratio clip)")
+        if self.policy_loss in ("clip_cov", "kl_cov") and {"clip_low", "clip_high"} & set(self.policy_loss_params):
+            why.append(f"algorithm.policy_loss_params clip_low / clip_high of {self.policy_loss} (its PPO clip range)")
+        if self.policy_loss == "kl_cov":
+            why.append("algorithm.policy_loss=kl_cov (its |logp - logp_old| penalty and that penalty's gradient are 0 "
+                       "at ratio 1: it is then the unclipped policy gradient, ppo_clip's at ratio 1)")
+        if self.advantage == "gae" and self.value.clip is not None and self.value.clip > 0 \
+                and self.value.clip != ValueConfig.model_fields["clip"].default:
+            why.append(f"algorithm.value.clip={self.value.clip} (the critic's move from its rollout-time values)")
+        if why:
+            raise ValueError(f"{'; '.join(why)}: cannot act with one optimizer step per rollout batch "
+                             "(algorithm.ppo_epochs=1, algorithm.mini_batches=1): the policy (and critic) has not moved "
+                             "when the loss is taken, so every importance ratio is exactly 1 (logp_old is the learner's "
+                             "own; a stale or low-precision sampler is algorithm.is_correction's). Set "
+                             "algorithm.mini_batches > 1 "
+                             "(several optimizer steps per batch, as verl's ppo_mini_batch_size) or "
+                             "algorithm.ppo_epochs > 1")
 
 
 class RewardConfig(ConfigModel):
@@ -364,6 +445,9 @@ class DistributedConfig(ConfigModel):
 class RunConfig(ConfigModel):
     """Top-level config: one section per stage of the loop."""
 
+    plugins: list[str] = option(None, "modules to import before the config is checked, for the components they "
+                                      "register (as --import MODULE; rlvr.plugins entry points load by themselves)",
+                                default_factory=list)
     model: ModelConfig = option(None, "the policy: which model, dtype, device, LoRA", default_factory=ModelConfig)
     task: TaskConfig = option(None, "where training and held-out problems come from", default_factory=TaskConfig)
     rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
@@ -379,6 +463,19 @@ class RunConfig(ConfigModel):
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        """Plugin modules (and entry points) are imported before any field is validated: their names must be known."""
+        from rlvr.plugins import PluginError, load_plugins
+
+        modules = data.get("plugins") if isinstance(data, dict) else None
+        try:
+            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
+        except PluginError as e:
+            raise ValueError(str(e)) from None
+        return data
+
     def _validate_registered(self) -> None:
         """Every registry name and its options, checked before any model loads (errors name the key)."""
         from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
@@ -386,7 +483,10 @@ class RunConfig(ConfigModel):
         from rlvr.verifiers import VERIFIERS
 
         a, r = self.algorithm, self.reward
-        ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
+            raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
+                             "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
         ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
                                    group_size=self.rollout.group_size)
         POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
@@ -502,6 +602,10 @@ class RunConfig(ConfigModel):
             raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
         if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):
             raise ValueError("reward.flip_false_positive and reward.flip_false_negative must be in [0, 1)")
+        n = self.train.prompts_per_step * self.rollout.group_size
+        if self.algorithm.mini_batches > n:
+            raise ValueError(f"algorithm.mini_batches={self.algorithm.mini_batches} splits a batch of "
+                             f"train.prompts_per_step x rollout.group_size = {n} sequences: at most {n}")
         if self.algorithm.max_sampling_rounds < 1:
             raise ValueError("algorithm.max_sampling_rounds must be >= 1")
         if self.algorithm.kl_coef < 0:

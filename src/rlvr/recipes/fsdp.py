@@ -53,6 +53,7 @@ from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.config import config_to_dict, save_config
+from rlvr.version import code_version
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
 
@@ -83,6 +84,9 @@ def unsupported_with_fsdp(cfg) -> list[str]:
     if needs:  # the FSDP learner calls the estimator on rewards alone
         bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
             "does not compute)"] = True
+    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
+        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
+            "the FSDP recipe computes advantages per rank)"] = True
     return [k for k, on in bad.items() if on]
 
 
@@ -162,6 +166,10 @@ class FSDPRecipe(RLRecipe):
         if tcfg.prompts_per_step % self.world:
             raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
                              f"{self.world} ranks (each rank samples an equal share)")
+        rows = tcfg.prompts_per_step // self.world * self.cfg.rollout.group_size
+        if self.cfg.algorithm.mini_batches > rows:
+            raise ValueError(f"algorithm.mini_batches={self.cfg.algorithm.mini_batches}: each of the {self.world} ranks "
+                             f"splits its own {rows} sequences into mini-batches")
         super().setup()
         self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
         self.rank_cfg = copy.deepcopy(self.cfg)
@@ -273,7 +281,7 @@ class FSDPRecipe(RLRecipe):
             self.tracker.close()
         final = self.checkpoint(step) if cfg.train.steps > self.start_step or latest_checkpoint(out_dir) is None \
             else latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if self.main and cfg.eval.after_training and self.heldout:
             summary["eval_after"] = self.evaluate("after")
             print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))

@@ -11,8 +11,9 @@ One step of :meth:`RLRecipe.train`::
 Every algorithm runs through the same steps: the estimator's registry entry says
 which extra inputs it needs (``entropy``, ``values``), the loss and KL estimator
 are registry names, and PPO's critic is one more module the learner steps.
-``logp_old`` is the learner's own log-prob from the first pass over the batch
-(detached), so the first PPO epoch has ratio exactly 1; the sampler's log-probs
+``logp_old`` is the learner's own log-prob before the step's first optimizer step
+(detached), so the first optimizer step has ratio exactly 1 and the clip options act from the
+second on (``algorithm.mini_batches`` / ``ppo_epochs``); the sampler's log-probs
 (``Batch.sampler_logprobs``) are compared with it every step (``logprob_mismatch``).
 Sequences whose advantage is exactly 0 contribute no policy gradient, so with no
 KL term they are skipped by the learner (``algorithm.skip_zero_advantage``).
@@ -60,9 +61,12 @@ from rlvr.learner.update import (
 )
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
+from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
+from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
     shape_advantages
 from rlvr.rollout.collect import collect_rollouts
@@ -74,6 +78,7 @@ from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
+from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
 
@@ -184,6 +189,7 @@ class RLRecipe:
 
     def __init__(self, cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
                  verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None):
+        load_plugins(cfg.plugins)  # a config copied into another process (a Ray actor) names its plugins
         self.cfg = cfg
         self.model, self.tokenizer, self.problems = model, tokenizer, problems
         self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
@@ -208,9 +214,16 @@ class RLRecipe:
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+        self.tokenizer = as_tokenizer(self.tokenizer)  # an injected processor: its tokenizer, the processor attached
+        if is_vision_model(self.model):
+            check_vision_run(cfg)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
         self.setup_data()
+        if not is_vision_model(self.model) and any(getattr(p, "images", None)
+                                                   for p in self.train_problems + self.heldout):
+            raise ValueError(f"task {cfg.task.name!r} has problems with images, but {cfg.model.name!r} is a text-only "
+                             "model: use a vision-language model (AutoModelForImageTextToText + AutoProcessor)")
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
@@ -442,17 +455,21 @@ class RLRecipe:
             if getattr(self, "process_scorer", None) is None:
                 self.process_scorer = load_process_scorer(rcfg, self.device)
             steps = prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
-        if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
-            token_kl = reference_kl(self.ref_model, batch, cfg, self.device)
+        entry = ADVANTAGE_ESTIMATORS.entry(alg.advantage)
+        takes = entry.needs | entry.inputs  # per-call tensors the estimator requires or accepts
+        if alg.kl_in_reward:  # r_i - beta * sum_t k1_t, before the advantage
+            token_kl = reference_kl(self.model, self.ref_model, batch, cfg, self.device)
             seq_kl = token_kl.sum(-1)
-            if self.critic is None:  # PPO subtracts it token by token instead (ppo_gae_advantages)
+            if self.critic is None and "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
                 rewards = rewards - alg.kl_coef * seq_kl
         value_row: dict[str, float] = {}
-        inputs: dict[str, torch.Tensor] = {}
+        inputs: dict[str, Any] = {}
         if "entropy" in self.needs:  # e.g. zero-variance groups shaped by the policy's entropy
             inputs["entropy"] = policy_entropy(self.model, batch, cfg, self.device)
-        if "mask" in self.needs:
+        if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
+        if token_kl is not None and "kl" in takes and self.critic is None:
+            inputs.update(kl=token_kl, kl_coef=alg.kl_coef)
         if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
             batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
             if steps is not None:  # process rewards on each step's last token
@@ -683,7 +700,7 @@ class RLRecipe:
         self.tracker.close()
         final = self.checkpoint(step) if tcfg.steps > self.start_step or latest_checkpoint(out_dir) is None else \
             latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if cfg.eval.after_training and self.heldout:
             after = self.evaluate("after")
             summary["eval_after"] = after

@@ -51,7 +51,8 @@ class Episode:
 
 def _start_problem(state: EpisodeState) -> Problem:
     p = state.problem
-    return Problem(p.id, messages=state.messages, answer=p.answer, metadata=p.metadata, tools=state.tools)
+    return Problem(p.id, messages=state.messages, answer=p.answer, metadata=p.metadata, tools=state.tools,
+                   images=p.images)
 
 
 def safe_step(env: Environment, state: EpisodeState, text: str) -> Reply:

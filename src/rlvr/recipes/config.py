@@ -126,8 +126,9 @@ class AlgorithmConfig(ConfigModel):
     dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
                                            "all wrong (by the verdicts, not the shaped reward) and refill the batch")
     max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
-    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); ppo_clip and dual_clip only; "
-                                  "acts from the second optimizer step of a batch (mini_batches or ppo_epochs > 1)")
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); read by ppo_clip, dual_clip, "
+                                  "clip_cov and kl_cov; acts from the second optimizer step of a batch "
+                                  "(mini_batches or ppo_epochs > 1)")
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
                                    "acts from the second optimizer step of a batch")
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
@@ -193,8 +194,8 @@ class AlgorithmConfig(ConfigModel):
         clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default)
         if clip_set and not takes_clip_range:
             raise ValueError(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} are read by the "
-                             f"losses with a PPO clip range (ppo_clip, dual_clip), not by {self.policy_loss}: give "
-                             "its own options in algorithm.policy_loss_params")
+                             f"losses with a PPO clip range (ppo_clip, dual_clip, clip_cov, kl_cov), not by "
+                             f"{self.policy_loss}: give its own options in algorithm.policy_loss_params")
         if self.optimizer_steps() > 1:
             return
         why = []

@@ -157,6 +157,8 @@ class Batch:
     ``off_policy`` is [B] bool, True for off-policy rows (guidance demonstrations, whose loss is
     LUFFY's shaped term), or None when every row is on-policy.  ``image_inputs`` (rows of a
     vision-language policy with images) go with the rows through every selection of rows.
+    ``token_select`` is [B, T] bool, the tokens a batch-wide loss rule chose (Clip-Cov / KL-Cov, set by
+    the learner), or None.
     """
 
     input_ids: Any
@@ -168,6 +170,7 @@ class Batch:
     values: Any | None = None
     returns: Any | None = None
     off_policy: Any | None = None
+    token_select: Any | None = None
     image_inputs: list[ImageInputs | None] | None = None
     """Per row, the prompt's :class:`ImageInputs` (None for a text row); None when no row has images."""
 

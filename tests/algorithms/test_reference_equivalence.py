@@ -255,7 +255,7 @@ def _perturb_critic_head(r):
 
 def test_every_registered_estimator_and_loss_has_a_reference():
     assert set(ESTIMATORS) == set(ADVANTAGE_ESTIMATORS.names())
-    assert set(LOSSES) == set(POLICY_LOSSES.names())
+    assert set(LOSSES) | set(COV_LOSSES) == set(POLICY_LOSSES.names())
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
@@ -402,3 +402,74 @@ def test_policy_loss_through_the_recipe_with_mini_batches_matches_its_paper(tmp_
     n = m.sum(-1).tolist()
     assert out["loss"] == pytest.approx((losses[0] * sum(n[:4]) + losses[1] * sum(n[4:])) / sum(n), rel=1e-4)
     assert math.isfinite(out["grad_norm"])
+
+
+# --------------------------------------------------------------------------- entropy control (Cui et al. 2025)
+def ref_covariance(old, adv, m):
+    """Cov_i = (log pi(y_i) - mean_j log pi(y_j)) (A_i - mean_j A_j) over the batch's N counted tokens (Cui et al.
+    2025, "The Entropy Mechanism of RL for Reasoning LMs", Sec. 5); log pi before the update (here the sampler's,
+    which is the model's own)."""
+    a = adv[:, None].expand_as(old)
+    n = m.sum()
+    return (old - (old * m).sum() / n) * (a - (a * m).sum() / n) * m
+
+
+def loss_clip_cov(logp, old, adv, m, sel):
+    """Clip-Cov: PPO-clip token mean with the tokens of I_clip detached (their loss has no gradient)."""
+    ratio = torch.exp((logp - old) * m)
+    a = adv[:, None].expand_as(logp)
+    per_token = -torch.minimum(ratio * a, torch.clamp(ratio, 0.8, 1.2) * a)
+    per_token = torch.where(sel, per_token.detach(), per_token)
+    return (per_token * m).sum() / m.sum(), bool((sel & (a != 0)).any())
+
+
+def loss_kl_cov(logp, old, adv, m, sel, beta=1.0):
+    """KL-Cov: token mean of -r A + beta |log pi - log pi_old| [i in I_KL], no clip."""
+    lr = (logp - old) * m
+    a = adv[:, None].expand_as(logp)
+    per_token = -torch.exp(lr) * a + beta * lr.abs() * sel
+    return (per_token * m).sum() / m.sum(), bool((sel & (lr.detach().abs() > 1e-6)).any())
+
+
+COV_LOSSES = {  # name -> (options, the selection from the batch's covariance, reference)
+    # every token with Cov >= 0.3 (the budget r N = N is never the limit): a deterministic draw
+    "clip_cov": ("{ratio: 1.0, cov_low: 0.3, cov_high: 100}", lambda cov, m: (cov >= 0.3) & m.bool(), loss_clip_cov),
+    # the floor(N / 4) tokens of largest covariance
+    "kl_cov": ("{ratio: 0.25, coef: 1.0}",
+               lambda cov, m: torch.zeros(cov.numel(), dtype=torch.bool).index_fill_(
+                   0, torch.topk(torch.where(m.bool(), cov, torch.tensor(-math.inf)).flatten(),
+                                 int(m.sum()) // 4).indices, True).view_as(cov), loss_kl_cov),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COV_LOSSES))
+def test_entropy_control_loss_through_the_recipe_with_mini_batches_matches_its_paper(tmp_path, name):
+    """Clip-Cov / KL-Cov, two mini-batches: the token set is chosen once from the whole batch's covariance and
+    each optimizer step's gradient is the paper's loss on its mini-batch with that set.  Clip-Cov's detachment
+    acts at the first step; KL-Cov's penalty only once the ratio has moved, at the second."""
+    options, select, ref = COV_LOSSES[name]
+    lr = 2.0
+    completions = ["ab", "cdefgh", "ijk", "lmnopq", "ab", "tuvw", "cdefgh", "0123"]
+    rewards = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    r, scored, out, (model0, _) = run(tmp_path, f"algorithm.policy_loss={name}",
+                                      f"algorithm.policy_loss_params={options}", "algorithm.mini_batches=2", "train.micro_batch_size=3", lr=lr,
+                                      rewards=rewards, completions=completions)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(rewards))
+    with torch.no_grad():
+        old = learner_logprobs(model0, b)
+    sel = select(ref_covariance(old, adv, m), m)
+    assert out["cov_selected"] == int(sel.sum()) > 0
+    params = [p for p in model0.parameters() if p.requires_grad]
+    acted = []
+    for step, rows in enumerate(([0, 1, 2, 3], [4, 5, 6, 7])):
+        logp = learner_logprobs(model0, b)
+        loss, acts = ref(logp[rows], old[rows], adv[rows], m[rows], sel[rows])
+        want = grads_of(loss, model0)
+        assert_grads_close(r.optimizer.seen[step], want, rtol=5e-4, atol=5e-6)
+        acted.append(acts)
+        with torch.no_grad():
+            for p, g in zip(params, want):
+                p.sub_(lr * g)
+    assert acted[0] if name == "clip_cov" else acted == [False, True]

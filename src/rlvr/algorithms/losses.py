@@ -438,7 +438,7 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
               agg: str = "token_mean", max_len: int | None = None, policy_loss: str = "ppo_clip",
               policy_loss_params: dict | None = None, entropy: Tensor | None = None, entropy_coef: float = 0.0,
               is_weights: Tensor | None = None, off_policy: Tensor | None = None,
-              shaping_gamma: float = 0.1) -> tuple[Tensor, dict[str, Tensor]]:
+              shaping_gamma: float = 0.1, token_select: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
 
         loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
@@ -449,7 +449,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     :data:`POLICY_LOSSES` chosen by ``policy_loss`` (``clip_low`` /
     ``clip_high`` are passed to ``"ppo_clip"`` and ``"dual_clip"`` only; other
     hyper-parameters go in ``policy_loss_params``); ``is_weights`` are passed
-    through to it.  The per-token KL estimate is
+    through to it, and so is ``token_select`` ([B, T] bool, when given: the tokens a batch-wide rule chose,
+    for the losses that take it, e.g. Clip-Cov / KL-Cov).  The per-token KL estimate is
     :func:`rlvr.algorithms.kl.kl_estimate` (``"k3"`` in the paper), reduced
     with the same aggregation ``agg``.  The KL term is added only when
     ``kl_coef > 0``, which then requires ``ref_logp``; the entropy bonus
@@ -481,6 +482,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     if "clip_range" in POLICY_LOSSES.entry(policy_loss).tags:
         params.setdefault("clip_low", clip_low)
         params.setdefault("clip_high", clip_high)
+    if token_select is not None:
+        params["token_select"] = token_select
     fn = get_policy_loss(policy_loss)
     if off_policy is not None and bool(off_policy.any()):
         off = off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1)

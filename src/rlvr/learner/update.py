@@ -9,6 +9,7 @@ the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import signal
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from rlvr.algorithms import grpo_loss, value_loss
+from rlvr.algorithms.entropy_control import batch_token_selection
 from rlvr.algorithms.importance import is_correction_weights
 from rlvr.learner.batching import (completion_start, packed_logprobs, policy_logprobs, prompt_keys,
                                    token_budget_chunks)
@@ -80,6 +82,7 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
              batch.sampler_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv]
     parts += [None if t is None else t[rows, lo:hi] for t in (batch.ref_logprobs, batch.values, batch.returns)]
     parts.append(None if batch.off_policy is None else batch.off_policy[rows])
+    parts.append(None if batch.token_select is None else batch.token_select[rows, lo:hi])
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
     sub = Batch(*parts)
@@ -158,7 +161,8 @@ def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
 
 
 def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
-                  critic_optimizer=None, train_policy: bool = True) -> dict[str, float]:
+                  critic_optimizer=None, train_policy: bool = True,
+                  entropy_coef: float | None = None) -> dict[str, float]:
     """``algorithm.ppo_epochs`` passes over ``batch``, each ``algorithm.mini_batches`` optimizer steps; returns
     averaged diagnostics.
 
@@ -191,8 +195,15 @@ def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, 
     into the mini-batches; mini-batch ``m`` is the union of every rank's ``m``-th part),
     the normalisers are the global token / sequence counts of each mini-batch, and every rank runs
     the same number of passes.  Diagnostics stay per rank; ``grad_norm`` is the last optimizer step's.
+
+    ``entropy_coef`` replaces ``algorithm.entropy_coef`` for this update (the entropy floor's adaptive
+    coefficient).  A policy loss that selects tokens over the whole batch (Clip-Cov / KL-Cov with
+    ``scope="batch"``, :func:`rlvr.algorithms.entropy_control.batch_token_selection`) selects them here,
+    once per rollout batch, from the sampler's log-probs of every counted token (this rank's rows under
+    ``dp``); every micro-batch of every optimizer step gets its slice.
     """
-    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy).run()
+    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy,
+                        entropy_coef).run()
 
 
 @dataclass
@@ -211,16 +222,22 @@ class PolicyUpdate:
     """The state of one :func:`update_policy` call: mini-batches of rows learned from, normalisers, running sums."""
 
     def __init__(self, model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
-                 critic_optimizer=None, train_policy: bool = True):
+                 critic_optimizer=None, train_policy: bool = True, entropy_coef: float | None = None):
         alg, tcfg = cfg.algorithm, cfg.train
+        self.entropy_coef = alg.entropy_coef if entropy_coef is None else entropy_coef
+        selected_rows, self.selection_stats = self.select_tokens(batch, alg)  # Clip-Cov / KL-Cov, batch-wide
+        if self.selection_stats is not None:
+            batch = dataclasses.replace(batch, token_select=self.selection_stats.pop("_selected"))
         self.model, self.optimizer, self.batch, self.cfg, self.ref_model = model, optimizer, batch, cfg, ref_model
         self.dp, self.critic, self.critic_optimizer, self.train_policy = dp, critic, critic_optimizer, train_policy
         self.B = batch.input_ids.shape[0]
         keep = torch.ones(self.B, dtype=torch.bool)
-        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
+        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and self.entropy_coef == 0 \
                 and critic is None:  # the critic learns from every row
             nonzero = batch.advantages != 0
             keep = nonzero.any(-1) if nonzero.dim() == 2 else nonzero
+            if selected_rows is not None:  # KL-Cov: a selected token has a gradient at any advantage
+                keep = keep | selected_rows
         self.packed = tcfg.micro_batch_tokens > 0
         shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch), **_images(batch)) \
             if self.packed and tcfg.share_prompts else None
@@ -257,6 +274,20 @@ class PolicyUpdate:
         self.kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
         self.amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
         self.shared = critic is not None and critic.shared
+
+    @staticmethod
+    def select_tokens(batch: Batch, alg) -> tuple[torch.Tensor | None, dict | None]:
+        """The policy loss's batch-wide token selection: (rows a zero advantage must not drop, or None;
+        stats with the [B, T] selection under ``"_selected"``), or (None, None) for other losses."""
+        mask = batch.completion_mask
+        if batch.off_policy is not None:  # demonstrations have no sampler log-probs and get their own loss
+            mask = torch.where(batch.off_policy.unsqueeze(-1), torch.zeros_like(mask), mask)
+        out = batch_token_selection(alg.policy_loss, alg.policy_loss_params, batch.sampler_logprobs,
+                                    batch.advantages, mask)
+        if out is None:
+            return None, None
+        selected, stats, gradient_on_zero_advantage = out
+        return (selected.any(-1) if gradient_on_zero_advantage else None), {**stats, "_selected": selected}
 
     def run(self) -> dict[str, float]:
         """``algorithm.ppo_epochs`` passes, each one optimizer step per mini-batch."""
@@ -295,6 +326,8 @@ class PolicyUpdate:
                     "learner_tokens": int(weight_total)})
         if self.critic is not None:
             out["critic_grad_norm"] = critic_norm
+        if self.selection_stats is not None:
+            out.update(self.selection_stats)
         return out
 
     def old_logprob_pass(self) -> None:
@@ -323,7 +356,7 @@ class PolicyUpdate:
         with self.amp, torch.set_grad_enabled(self.train_policy):
             logp, ent, *hidden = self.logprobs(model, mb.input_ids, mb.attention_mask, start,
                                                cfg.rollout.temperature, with_entropy=True,
-                                               entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared,
+                                               entropy_grad=self.entropy_coef > 0, return_hidden=self.shared,
                                                chunk_size=cfg.train.logprob_chunk_size, **_images(mb))
         mask = mb.completion_mask[:, start:]
         if epoch == 0 and not self.prepass:
@@ -339,9 +372,10 @@ class PolicyUpdate:
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
                             clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
                             policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
-                            entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
+                            entropy=ent if self.entropy_coef > 0 else None, entropy_coef=self.entropy_coef,
                             is_weights=self.is_weights[ci], off_policy=mb.off_policy,
-                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1)
+                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1,
+                            token_select=None if mb.token_select is None else mb.token_select[:, start:])
         w = float(mask.sum() / mini.tokens) if alg.loss_agg == "token_mean" else len(chunk) / mini.seqs
         total = loss  # without gradient under train_policy=False: logp was computed without it
         if self.critic is not None:  # PPO's value loss, against the GAE returns

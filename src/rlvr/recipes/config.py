@@ -110,10 +110,17 @@ class AlgorithmConfig(ConfigModel):
                                               "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
                                               "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
-                                          "dual_clip, gspo, topr)")
+                                          "dual_clip, gspo, topr; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
-                                                "dual_clip; gspo/topr clip ranges", default_factory=dict)
+                                                "dual_clip; gspo/topr clip ranges; {ratio: 0.02, cov_low: 1, "
+                                                "cov_high: 5} for clip_cov; {ratio: 0.02, coef: 1} for kl_cov",
+                                                default_factory=dict)
     entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)", ge=0)
+    entropy_floor: float = option(
+        0.0, "adaptive entropy bonus (Skywork-OR1): target mean token entropy in nats; while the measured "
+             "entropy is below it the bonus is on and its weight grows (0: off)", ge=0)
+    entropy_floor_delta: float = option(0.001, "entropy floor: change of the bonus weight per step", gt=0)
+    entropy_floor_max_coef: float = option(0.01, "entropy floor: largest bonus weight, added to entropy_coef", gt=0)
     is_correction: str = option(
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
@@ -121,9 +128,9 @@ class AlgorithmConfig(ConfigModel):
     dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
                                            "all wrong (by the verdicts, not the shaped reward) and refill the batch")
     max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on", ge=1)
-    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); ppo_clip and dual_clip only; "
-                                  "acts from the second optimizer step of a batch (mini_batches or ppo_epochs > 1)",
-                             ge=0, le=1)
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); read by ppo_clip, dual_clip, "
+                                  "clip_cov and kl_cov; acts from the second optimizer step of a batch "
+                                  "(mini_batches or ppo_epochs > 1)", ge=0, le=1)
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
                                    "acts from the second optimizer step of a batch", ge=0)
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model", ge=0)
@@ -184,8 +191,8 @@ class AlgorithmConfig(ConfigModel):
         clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default)
         if clip_set and not takes_clip_range:
             raise ValueError(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} are read by the "
-                             f"losses with a PPO clip range (ppo_clip, dual_clip), not by {self.policy_loss}: give "
-                             "its own options in algorithm.policy_loss_params")
+                             f"losses with a PPO clip range (ppo_clip, dual_clip, clip_cov, kl_cov), not by "
+                             f"{self.policy_loss}: give its own options in algorithm.policy_loss_params")
         if self.optimizer_steps() > 1:
             return
         why = []
@@ -200,6 +207,11 @@ class AlgorithmConfig(ConfigModel):
                        "plain REINFORCE: ppo_clip with loss_agg=seq_mean_token_sum)")
         if self.policy_loss == "gspo" and {"clip_low", "clip_high"} & set(self.policy_loss_params):
             why.append("algorithm.policy_loss_params clip_low / clip_high of gspo (its sequence-ratio clip)")
+        if self.policy_loss in ("clip_cov", "kl_cov") and {"clip_low", "clip_high"} & set(self.policy_loss_params):
+            why.append(f"algorithm.policy_loss_params clip_low / clip_high of {self.policy_loss} (its PPO clip range)")
+        if self.policy_loss == "kl_cov":
+            why.append("algorithm.policy_loss=kl_cov (its |logp - logp_old| penalty and that penalty's gradient are 0 "
+                       "at ratio 1: it is then the unclipped policy gradient, ppo_clip's at ratio 1)")
         if self.advantage == "gae" and self.value.clip is not None and self.value.clip > 0 \
                 and self.value.clip != ValueConfig.model_fields["clip"].default:
             why.append(f"algorithm.value.clip={self.value.clip} (the critic's move from its rollout-time values)")

@@ -70,6 +70,7 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         "algorithm.kl_in_reward": alg.kl_in_reward,
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
+        "algorithm.entropy_floor": alg.entropy_floor > 0,
         "eval.every": bool(cfg.eval.every),
         # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
         # packing changes the micro-batch count per rank

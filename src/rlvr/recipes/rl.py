@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_stats, ppo_gae_advantages
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, EntropyFloor, get_advantage_estimator, group_stats, \
+    ppo_gae_advantages
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
 from rlvr.config import ConfigError, config_to_dict, save_config
@@ -249,6 +250,8 @@ class RLRecipe:
             if alg.difficulty_filter else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
+        self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \
+            if alg.entropy_floor > 0 else None
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                                      temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                      ignore_eos=cfg.rollout.ignore_eos)
@@ -332,6 +335,8 @@ class RLRecipe:
         if "hack_monitor" in state:
             self.monitor.load_state_dict(state["hack_monitor"])
         self.guard.skipped = state.get("skipped_steps", 0)
+        if self.entropy_floor is not None and "entropy_floor" in state:
+            self.entropy_floor.load_state_dict(state["entropy_floor"])
         if self.ref_reset is not None and "ref_reset" in state:
             self.ref_reset.load_state_dict(state["ref_reset"])
             if state.get("reference") is not None:
@@ -347,6 +352,8 @@ class RLRecipe:
             state["curriculum"] = self.sampler.state_dict()
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
+        if self.entropy_floor is not None:
+            state["entropy_floor"] = self.entropy_floor.state_dict()
         if self.critic is not None:
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
             state["critic_scheduler"] = self.critic_scheduler.state_dict()
@@ -508,10 +515,15 @@ class RLRecipe:
             with self.acct.phase("learn"):
                 if self.cfg.rollout.sleep_while_learning:
                     self.engine.sleep()  # refilled by sync_weights in sync()
+                floor = None if self.entropy_floor is None else self.entropy_floor.coef  # this update's bonus
                 try:
                     learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
                                           critic=self.critic, critic_optimizer=self.critic_optimizer,
-                                          train_policy=step >= alg.value.warmup_steps or self.critic is None)
+                                          train_policy=step >= alg.value.warmup_steps or self.critic is None,
+                                          entropy_coef=None if floor is None else alg.entropy_coef + floor)
+                    if self.entropy_floor is not None:  # the entropy measured on this batch sets the next weight
+                        learn["entropy_floor_coef"] = floor
+                        self.entropy_floor.update(learn.get("entropy"))
                 finally:
                     self.end_update()
         except NonFiniteError:  # raised before the optimizer stepped (learner/guards.py): unapplied, synced as usual

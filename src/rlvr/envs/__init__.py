@@ -8,10 +8,12 @@ is answered with the failing test or error).  Procedural tasks
 verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
 """
 
-from rlvr.envs.base import ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment
+from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment, multi_turn,
+                            EnvTraits, environment_traits)
 from rlvr.envs import code_feedback as _code, retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402,E501 (register)
 from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 
-__all__ = ["ENVIRONMENTS", "Environment", "EpisodeState", "Limits", "Reply", "build_environment",
+__all__ = ["ENVIRONMENTS", "Environment", "EpisodeState", "Limits", "Reply", "build_environment", "multi_turn",
+           "EnvTraits", "environment_traits",
            "SingleTurnEnvironment", "Tool", "ToolBox", "calculator", "parse_tool_call", "python_tool"]

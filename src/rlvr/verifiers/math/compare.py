@@ -13,6 +13,7 @@ verifier calls it in a killable worker process (:mod:`.sandbox`).
 
 from __future__ import annotations
 
+import cmath
 import logging
 import re
 from fractions import Fraction
@@ -77,6 +78,8 @@ def _numeric_fallback(gold, pred, tolerance: float) -> bool:
     if not (gold.is_number and pred.is_number) or gold.free_symbols or pred.free_symbols:
         return False
     a, b = complex(gold.evalf(30)), complex(pred.evalf(30))
+    if not (cmath.isfinite(a) and cmath.isfinite(b)):  # |inf - x| <= tol * inf holds for every x: \infty matched all
+        return a == b
     return abs(a - b) <= tolerance * max(abs(a), abs(b)) or a == b
 
 

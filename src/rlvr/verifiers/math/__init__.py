@@ -203,13 +203,14 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             return Verdict(0.0, None, f"bad input: completion is {type(completion).__name__}, not str")
         if len(completion) > max_chars:
             return Verdict(0.0, None, f"bad input: completion too long ({len(completion)} > {max_chars} chars)")
-        ex = extract_answer(unescape_commands(completion), strictness)
+        text = unescape_commands(completion)
+        ex = extract_answer(text, strictness)
         if ex.answer is None:
-            return Verdict(0.0, None, "no answer found")
+            return Verdict(0.0, None, ex.problem or "no answer found")
         answer = ex.answer
         if ex.problem:
             return Verdict(0.0, answer, ex.problem)
-        retracted = find_retraction(completion, ex.end)
+        retracted = find_retraction(text, ex.end)
         if retracted:
             return Verdict(0.0, answer, retracted)
         if len(answer) > MAX_ANSWER_CHARS:

@@ -2,13 +2,39 @@
 
 :func:`quick_compare` settles the common cases in microseconds without sympy:
 identical strings, multiple-choice letters, word answers, and plain numbers
-(exact rationals, a relative tolerance, ``50%`` = ``0.5`` = ``50``).  It
-returns None when it cannot tell, and :func:`symbolic_compare` takes over:
-both sides go through math-verify's LaTeX parser (latex2sympy2_extended) and
-``math_verify.verify`` (sets, intervals vs inequalities, equations, tuples,
-matrices, complex numbers, symbolic simplification), with a numeric tolerance
-fallback.  ``symbolic_compare`` can run arbitrarily long inside sympy, so the
-verifier calls it in a killable worker process (:mod:`.sandbox`).
+(exact rationals, ``50%`` = ``0.5`` = ``50``).  It returns None when it cannot
+tell, and :func:`symbolic_compare` takes over: both sides go through
+math-verify's LaTeX parser (latex2sympy2_extended) and ``math_verify.verify``
+(sets, intervals vs inequalities, equations, tuples, matrices, complex numbers,
+symbolic simplification), with a numeric fallback.  ``symbolic_compare`` can run
+arbitrarily long inside sympy, so the verifier calls it in a killable worker
+process (:mod:`.sandbox`).
+
+**When numbers are equal** (:func:`numbers_equal`, and the numeric fallback of
+:func:`symbolic_compare`):
+
+* equal values are equal (``0.75`` = ``\\frac{3}{4}``, ``3.0`` = ``3``,
+  ``0.\\overline{3}`` = ``\\frac{1}{3}``);
+* an *exact* reference (integer, fraction, radical, ``\\pi``...) is matched by a
+  decimal only when that decimal is the reference correctly rounded at its last
+  written digit, and that digit is fine enough (half a unit in it at most
+  ``tolerance`` times the reference): for ``\\sqrt{2}``, ``1.41421356`` is right and
+  ``1.4142`` is not; for ``3``, ``2.9999999`` and ``3.0000001`` are wrong (a value a hair
+  away from an exact answer is a different value); for ``\\frac{1}{3}``,
+  ``0.3333333`` is right and ``0.333`` is not;
+* a reference written as a decimal (``1.25``, ``326.5``, ``\\$18.90``: MATH-500
+  writes a decimal where the problem asks for one, usually rounded) is matched
+  within ``tolerance`` (relative); an answer that only rounds to it is not
+  (``\\frac{1}{3}`` is not ``0.333``, as in math-verify);
+* two exact expressions are equal only when sympy proves it, or, for the
+  fallback, when their values agree to 30 significant digits (evidence of an
+  identity sympy could not simplify, such as nested radicals), never by tolerance;
+* a value that is not a finite number (``\\infty``, ``-\\infty``, ``e^{\\infty}``,
+  ``\\frac{0}{0}``, ``\\infty-\\infty``, ``\\tan(\\pi/2)``, NaN) is never equal to a
+  number, and magnitudes are compared without overflow or underflow
+  (``10^{1000}`` and ``10^{-1000}`` are not infinity and zero).  Infinities still
+  compare where the reference has them: intervals (``(-\\infty, 3]``), sets and
+  limits go through math-verify's structural comparison.
 """
 
 from __future__ import annotations
@@ -18,21 +44,46 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from rlvr.verifiers.math.normalize import Number, as_text, choice_letter, squash, to_number
+from rlvr.verifiers.math.normalize import Number, as_text, choice_letter, half_unit, is_approximate, squash, to_number
 
-__all__ = ["quick_compare", "symbolic_compare", "numbers_close"]
+__all__ = ["quick_compare", "symbolic_compare", "numbers_equal"]
+
+IDENTITY_DIGITS = 30
+"""Significant digits to which two exact values must agree in the numeric fallback."""
+FLOAT_LITERAL_REL = 1e-12
+"""Relative agreement an answer with decimal literals inside an expression needs
+against an exact reference (the literals themselves carry ~15 digits)."""
+MV_FLOAT_ROUNDING = 12
+"""Decimal places math-verify rounds floats to before comparing them (its default, 6,
+makes ``2.9999999`` equal to ``3``)."""
 
 _CHOICE_GOLD_RE = re.compile(r"\(?[A-J]\)?|\\text(?:bf)?\{\(?[A-J]\)?\}")
 
 
-def _values(n: Number) -> list[Fraction]:
+def _values(n: Number, half: Fraction | None) -> list[tuple[Fraction, Fraction | None]]:
+    """A number's candidate values with their precision: ``50%`` is 50 and 0.5."""
     value, pct = n
-    return [value, value / 100] if pct else [value]
+    if not pct:
+        return [(value, half)]
+    return [(value, half), (value / 100, None if half is None else half / 100)]
 
 
-def numbers_close(a: Fraction, b: Fraction, tolerance: float) -> bool:
-    """``a == b`` exactly, or within ``tolerance`` relative to the larger magnitude."""
-    return a == b or abs(a - b) <= Fraction(tolerance) * max(abs(a), abs(b))
+def numbers_equal(gold: Fraction, pred: Fraction, tolerance: float, gold_approximate: bool = False,
+                  pred_half_unit: Fraction | None = None) -> bool:
+    """Whether ``pred`` answers ``gold`` (see the module docstring).
+
+    ``gold_approximate``: the reference is written as a decimal (a rounded value:
+    within ``tolerance`` relative counts).  ``pred_half_unit``: half a unit in the last
+    digit of a decimal answer (see :func:`~rlvr.verifiers.math.normalize.half_unit`),
+    None for an exact one.
+    """
+    if gold == pred:
+        return True
+    if gold_approximate:
+        return abs(gold - pred) <= Fraction(tolerance) * max(abs(gold), abs(pred))
+    if pred_half_unit is None:
+        return False
+    return abs(gold - pred) <= pred_half_unit and pred_half_unit <= Fraction(tolerance) * abs(gold)
 
 
 def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | None:
@@ -53,36 +104,114 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         return False, "mismatch (text)"
     g, p = to_number(gold), to_number(pred)
     if g is not None and p is not None:
-        rounded = "." in gold or "." in pred  # a decimal on either side: also equal to 6 places, as math-verify
-        ok = any(numbers_close(a, b, tolerance) or (rounded and round(a, 6) == round(b, 6))
-                 for a in _values(g) for b in _values(p))
+        approximate = half_unit(gold) is not None
+        ok = any(numbers_equal(a, b, tolerance, approximate, hb)
+                 for a, _ in _values(g, None) for b, hb in _values(p, half_unit(pred)))
         return ok, "match (numeric)" if ok else "mismatch (numeric)"
     if g is not None and as_text(pred) is not None:
         return False, "mismatch: words for a number"
     return None
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8192)
 def _parse(answer: str) -> list:
     from math_verify import parse
 
     return parse("\\boxed{" + answer + "}", parsing_timeout=None)
 
 
-def _numeric_fallback(gold, pred, tolerance: float) -> bool:
-    from sympy import Basic
+def _finite_value(expr):
+    """``expr`` evaluated to ``2 * IDENTITY_DIGITS`` digits as ``(re, im)`` sympy Floats
+    (any exponent: no overflow or underflow), or None when it is not a finite number
+    (free symbols, sets, infinities, NaN, ``zoo``, values evalf cannot reach)."""
+    from sympy import Basic, S
 
-    if not (isinstance(gold, Basic) and isinstance(pred, Basic)):
+    nonfinite = (S.Infinity, S.NegativeInfinity, S.ComplexInfinity, S.NaN)
+    if not isinstance(expr, Basic) or not expr.is_number or expr.free_symbols or expr.has(*nonfinite):
+        return None
+    value = expr.evalf(2 * IDENTITY_DIGITS)
+    if value.has(*nonfinite):
+        return None
+    re_, im_ = value.as_real_imag()
+    if not (re_.is_Number and im_.is_Number) or re_.has(*nonfinite) or im_.has(*nonfinite):
+        return None
+    return re_, im_
+
+
+def _numeric_fallback(gold, pred, tolerance: float, gold_text: str = "", pred_text: str = "") -> bool:
+    """Equal values that sympy could not prove equal, under the rules of the module docstring."""
+    from fractions import Fraction as F
+
+    from sympy import Float, sqrt
+
+    a, b = _finite_value(gold), _finite_value(pred)
+    if a is None or b is None:
         return False
-    if not (gold.is_number and pred.is_number) or gold.free_symbols or pred.free_symbols:
-        return False
-    a, b = complex(gold.evalf(30)), complex(pred.evalf(30))
-    return abs(a - b) <= tolerance * max(abs(a), abs(b)) or a == b
+    diff = sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2)
+    size_a, size_b = sqrt(a[0] ** 2 + a[1] ** 2), sqrt(b[0] ** 2 + b[1] ** 2)
+    if diff == 0:
+        return True
+    if is_approximate(gold_text):
+        return bool(diff <= Float(tolerance) * max(size_a, size_b))
+    half = half_unit(pred_text) if to_number(pred_text) is not None else None
+    if half is not None:  # a plain decimal for an exact reference: its correct rounding, fine enough
+        h = Float(F(half).numerator, 2 * IDENTITY_DIGITS) / F(half).denominator
+        return bool(diff <= h and h <= Float(tolerance) * size_a)
+    rel = FLOAT_LITERAL_REL if pred.has(Float) else 10.0 ** -IDENTITY_DIGITS
+    return bool(diff <= Float(rel) * max(size_a, size_b))
+
+
+def _settle_nonfinite(expr):
+    """``expr`` with every number-valued part that involves infinity evaluated, or None.
+
+    latex2sympy leaves ``\\infty^\\infty``, ``\\infty - \\infty``, ``0 \\cdot \\infty`` unevaluated,
+    and sympy's ``simplify`` on such forms is unreliable (``simplify(14/3 - oo**oo)`` is 0
+    under some hash seeds, so ``\\infty^\\infty`` "equalled" a random tenth of all
+    references).  Every scalar part (the whole answer, a tuple or set element, an
+    interval endpoint, a side of a relation) that contains ``oo``, ``zoo`` or ``nan`` must
+    evaluate to ``oo`` or ``-oo`` and is replaced by it; anything else (NaN, complex
+    infinity, a finite value of an indeterminate form such as ``\\infty^0``) is no value:
+    None.  Sums, integrals, products and limits keep their bounds (``\\sum_{n=1}^\\infty``).
+    """
+    from sympy import Basic, Expr, Integral, Limit, MatrixBase, Product, S, Sum
+
+    nonfinite = {S.Infinity, S.NegativeInfinity, S.ComplexInfinity, S.NaN}
+    infinities = (S.Infinity, S.NegativeInfinity)
+    opaque = (Sum, Integral, Product, Limit)
+
+    def bare(e) -> bool:  # oo, zoo or nan outside the bounds of a sum, integral, product or limit
+        if not isinstance(e, Basic) or isinstance(e, opaque):
+            return False
+        return e in nonfinite or any(bare(a) for a in e.args)
+
+    if not isinstance(expr, Basic) or not bare(expr):
+        return expr
+    mapping = {}
+
+    def visit(e) -> bool:
+        if not bare(e):
+            return True
+        if isinstance(e, Expr) and not isinstance(e, MatrixBase):  # a number-valued part
+            if e in infinities:
+                return True
+            if e.free_symbols:  # x + \infty, \infty x: no value
+                return False
+            value = e.doit()
+            if value not in infinities:
+                return False
+            mapping[e] = value
+            return True
+        return all(visit(a) for a in e.args)  # sets, tuples, intervals, relations, matrices
+
+    if not visit(expr):
+        return None
+    return expr.xreplace(mapping) if mapping else expr
 
 
 def symbolic_compare(gold: str, pred: str, tolerance: float = 1e-6) -> tuple[bool, str]:
     """``(equal, reason)`` from math-verify on two cleaned answers (may be slow: sandbox it)."""
     from math_verify import verify
+    from sympy import Expr, S
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     gp, pp = _parse(gold), _parse(pred)
@@ -90,10 +219,18 @@ def symbolic_compare(gold: str, pred: str, tolerance: float = 1e-6) -> tuple[boo
         return False, "unparseable reference"
     if not pp:
         return False, "unparseable answer"
-    if verify(gp, pp, timeout_seconds=None, allow_set_relation_comp=True):
+    gp, pp = [_settle_nonfinite(x) for x in gp], [_settle_nonfinite(x) for x in pp]
+    if gp[0] is None:
+        return False, "unparseable reference: undefined value"
+    if pp[0] is None:
+        return False, "mismatch: undefined or indeterminate value (infinity arithmetic, 0/0, NaN)"
+    infinities = (S.Infinity, S.NegativeInfinity)
+    if isinstance(gp[0], Expr) and isinstance(pp[0], Expr) and (gp[0] in infinities or pp[0] in infinities):
+        return (True, "match (identical infinity)") if gp[0] == pp[0] else (False, "mismatch: infinity vs a value")
+    if verify(gp, pp, float_rounding=MV_FLOAT_ROUNDING, timeout_seconds=None, allow_set_relation_comp=True):
         return True, "match (symbolic)"
     try:
-        if _numeric_fallback(gp[0], pp[0], tolerance):
+        if _numeric_fallback(gp[0], pp[0], tolerance, gold, pred):
             return True, "match (numeric, symbolic)"
     except Exception:  # noqa: BLE001 - evalf of odd objects
         pass

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer"]
+__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
+           "half_unit", "is_approximate"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
@@ -51,6 +52,7 @@ _ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right|sqrt|binom
 _BRACED_LITERAL_RE = re.compile(r"(?<![a-zA-Z}\]])\{\s*([-+*/^]|\d+(?:\.\d+)?)\s*\}")
 _WRAPPED_NUMBER_RE = re.compile(r"(?:" + _TEXT_CMD + r"\{\s*)?\(\s*([-+]?\d+(?:\.\d+)?)\s*\)(?:\s*\})?")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
+_DECIMAL_LITERAL_RE = re.compile(r"\d\.\d|(?<![\d.])\.\d")
 
 
 def squash(s: str) -> str:
@@ -203,6 +205,35 @@ def to_number(s: str) -> Number | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
+
+
+def half_unit(s: str) -> Fraction | None:
+    """Half a unit in the last digit of a cleaned decimal number (``2.50`` -> 0.005,
+    ``1.2e-4`` -> 0.000005, ``12.5%`` -> 0.05 of a percent), or None when ``s`` is no
+    decimal: an integer, a fraction, a repeating decimal (``0.\\overline{3}``) are exact.
+
+    This is how precisely a decimal answer states its value: a decimal written for an
+    exact reference must be that reference correctly rounded at this digit.
+    """
+    t = s.strip().rstrip("%").strip()
+    if "." not in t or len(t) > 200:
+        return None
+    if _DECIMAL_RE.match(t):
+        return Fraction(1, 2 * 10 ** len(t.split(".")[1]))
+    m = _SCI_RE.match(t)
+    if m and "." in m.group(1):
+        exp = int(m.group(2) or m.group(3))
+        if abs(exp) > _MAX_EXP:
+            return None
+        return Fraction(1, 2 * 10 ** len(m.group(1).split(".")[1])) * Fraction(10) ** exp
+    return None
+
+
+def is_approximate(s: str) -> bool:
+    """True when a cleaned reference is written with a decimal literal (``1.25``, ``0.5\\pi``):
+    a rounded value, matched within the verifier's tolerance.  Integers, fractions,
+    radicals, constants and repeating decimals are exact references."""
+    return bool(_DECIMAL_LITERAL_RE.search(s)) and "\\overline" not in s
 
 
 def choice_letter(s: str) -> str | None:

@@ -58,6 +58,13 @@ MV_FLOAT_ROUNDING = 12
 makes ``2.9999999`` equal to ``3``)."""
 
 _CHOICE_GOLD_RE = re.compile(r"\(?[A-J]\)?|\\text(?:bf)?\{\(?[A-J]\)?\}")
+# Fast paths for a plain-number reference (the symbolic path gives the same verdicts, slower):
+_INFINITY_RE = re.compile(r"\\infty")
+_BOUNDED_OP_RE = re.compile(r"\\(?:sum|int|iint|oint|lim|prod)")
+_NAMED_SET_RE = re.compile(r"\\(?:mathbb|Bbb)\s*\{?\s*[RCZNQ]\b|\\emptyset|^\s*\\\{\s*\\\}\s*$")
+_MAGNITUDE_RE = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)\s*(?:\\times|\\cdot)\s*)?10\s*\^\s*\{\s*[-+]?(\d+)\s*\}"
+                           r"|([-+]?(?:\d+\.?\d*|\.\d+))\s*[eE]\s*[-+]?(\d+)|-\s*10\s*\^\s*\{\s*[-+]?(\d+)\s*\}")
+_PLAIN_MAGNITUDE_DIGITS = 400  # a plain-number reference (<= 200 characters) lies within 10^(+-200)
 
 
 def _values(n: Number, half: Fraction | None) -> list[tuple[Fraction, Fraction | None]]:
@@ -110,18 +117,38 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         return ok, "match (numeric)" if ok else "mismatch (numeric)"
     if g is not None and as_text(pred) is not None:
         return False, "mismatch: words for a number"
+    if g is not None:
+        if _INFINITY_RE.search(pred) and not _BOUNDED_OP_RE.search(pred):
+            return False, "mismatch: infinity for a number"
+        if _NAMED_SET_RE.search(pred):
+            return False, "mismatch: a set for a number"
+        m = _MAGNITUDE_RE.fullmatch(pred.strip())
+        if m:
+            mantissa, digits = m.group(1) or m.group(3), m.group(2) or m.group(4) or m.group(5)
+            nonzero = mantissa is None or any(c in "123456789" for c in mantissa)
+            if nonzero and int(digits) > _PLAIN_MAGNITUDE_DIGITS:
+                return False, "mismatch: magnitude out of range for the reference"
     return None
+
+
+_INTEGER_RE = re.compile(r"-?\d{1,50}")
 
 
 @lru_cache(maxsize=8192)
 def _parse(answer: str) -> list:
+    """math-verify's parse of ``\\boxed{answer}`` (a plain integer without the LaTeX parser:
+    the same ``[Integer, text]`` in microseconds)."""
+    if _INTEGER_RE.fullmatch(answer):
+        from sympy import Integer
+
+        return [Integer(int(answer)), answer]
     from math_verify import parse
 
     return parse("\\boxed{" + answer + "}", parsing_timeout=None)
 
 
-def _finite_value(expr):
-    """``expr`` evaluated to ``2 * IDENTITY_DIGITS`` digits as ``(re, im)`` sympy Floats
+def _finite_value(expr, digits: int = 2 * IDENTITY_DIGITS):
+    """``expr`` evaluated to ``digits`` significant digits as ``(re, im)`` sympy Floats
     (any exponent: no overflow or underflow), or None when it is not a finite number
     (free symbols, sets, infinities, NaN, ``zoo``, values evalf cannot reach)."""
     from sympy import Basic, S
@@ -129,7 +156,7 @@ def _finite_value(expr):
     nonfinite = (S.Infinity, S.NegativeInfinity, S.ComplexInfinity, S.NaN)
     if not isinstance(expr, Basic) or not expr.is_number or expr.free_symbols or expr.has(*nonfinite):
         return None
-    value = expr.evalf(2 * IDENTITY_DIGITS)
+    value = expr.evalf(digits)
     if value.has(*nonfinite):
         return None
     re_, im_ = value.as_real_imag()
@@ -138,13 +165,56 @@ def _finite_value(expr):
     return re_, im_
 
 
-def _numeric_fallback(gold, pred, tolerance: float, gold_text: str = "", pred_text: str = "") -> bool:
-    """Equal values that sympy could not prove equal, under the rules of the module docstring."""
-    from fractions import Fraction as F
+def _float(x: Fraction):
+    from sympy import Float
 
+    return Float(x.numerator, 2 * IDENTITY_DIGITS) / x.denominator
+
+
+def _decimal_for_exact(gold, pred_text: str, tolerance: float) -> bool | None:
+    """A plain decimal answer (``1.41421356``, ``33.33333%``) against an exact reference
+    value: True when it is the reference correctly rounded at its last written digit
+    and that digit is fine enough (module docstring).  None when the rule does not
+    apply (the answer is no plain decimal, the reference no finite number).  Read from
+    the text, so digits beyond a float's precision count."""
+    from sympy import sqrt
+
+    n, half = to_number(pred_text), half_unit(pred_text)
+    if n is None or half is None:
+        return None
+    a = _finite_value(gold)
+    if a is None:
+        return None
+    size = sqrt(a[0] ** 2 + a[1] ** 2)
+    for value, h in _values(n, half):
+        diff = sqrt((a[0] - _float(value)) ** 2 + a[1] ** 2)
+        if diff == 0 or (diff <= _float(h) and _float(h) <= _float(Fraction(tolerance)) * size):
+            return True
+    return False
+
+
+MAX_FALLBACK_DIGITS = 5000
+"""Largest magnitude (in decimal digits) the numeric fallback evaluates exactly enough."""
+
+
+def _numeric_fallback(gold, pred, tolerance: float, gold_text: str = "") -> bool:
+    """Equal values that sympy could not prove equal, under the rules of the module docstring.
+
+    Two exact values must agree to ``IDENTITY_DIGITS`` significant digits *and* decimal
+    places, evaluated with as many digits as their magnitude needs (``10^{1000}+1`` is
+    not ``10^{1000}``)."""
+    import mpmath
     from sympy import Float, sqrt
 
-    a, b = _finite_value(gold), _finite_value(pred)
+    rough_a, rough_b = _finite_value(gold, 15), _finite_value(pred, 15)
+    if rough_a is None or rough_b is None:
+        return False
+    size = Float(max(abs(rough_a[0]), abs(rough_a[1]), abs(rough_b[0]), abs(rough_b[1])))
+    extra = int(mpmath.log10(size._to_mpmath(53))) + 1 if size > 1 else 0
+    if extra > MAX_FALLBACK_DIGITS:
+        return False
+    digits = 2 * IDENTITY_DIGITS + extra
+    a, b = _finite_value(gold, digits), _finite_value(pred, digits)
     if a is None or b is None:
         return False
     diff = sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2)
@@ -153,12 +223,10 @@ def _numeric_fallback(gold, pred, tolerance: float, gold_text: str = "", pred_te
         return True
     if is_approximate(gold_text):
         return bool(diff <= Float(tolerance) * max(size_a, size_b))
-    half = half_unit(pred_text) if to_number(pred_text) is not None else None
-    if half is not None:  # a plain decimal for an exact reference: its correct rounding, fine enough
-        h = Float(F(half).numerator, 2 * IDENTITY_DIGITS) / F(half).denominator
-        return bool(diff <= h and h <= Float(tolerance) * size_a)
-    rel = FLOAT_LITERAL_REL if pred.has(Float) else 10.0 ** -IDENTITY_DIGITS
-    return bool(diff <= Float(rel) * max(size_a, size_b))
+    if pred.has(Float):
+        return bool(diff <= Float(FLOAT_LITERAL_REL) * max(size_a, size_b))
+    eps = Float(10, digits) ** -IDENTITY_DIGITS
+    return bool(diff <= eps * max(size_a, size_b) and diff <= eps)
 
 
 def _settle_nonfinite(expr):
@@ -211,7 +279,7 @@ def _settle_nonfinite(expr):
 def symbolic_compare(gold: str, pred: str, tolerance: float = 1e-6) -> tuple[bool, str]:
     """``(equal, reason)`` from math-verify on two cleaned answers (may be slow: sandbox it)."""
     from math_verify import verify
-    from sympy import Expr, S
+    from sympy import Expr, S, UnevaluatedExpr
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     gp, pp = _parse(gold), _parse(pred)
@@ -227,10 +295,21 @@ def symbolic_compare(gold: str, pred: str, tolerance: float = 1e-6) -> tuple[boo
     infinities = (S.Infinity, S.NegativeInfinity)
     if isinstance(gp[0], Expr) and isinstance(pp[0], Expr) and (gp[0] in infinities or pp[0] in infinities):
         return (True, "match (identical infinity)") if gp[0] == pp[0] else (False, "mismatch: infinity vs a value")
+    if not is_approximate(gold):
+        decided = _decimal_for_exact(gp[0], pred, tolerance)
+        if decided is not None:
+            return (True, "match (decimal, symbolic)") if decided else (False, "mismatch (decimal, symbolic)")
+    if _finite_value(gp[0], 15) is not None and _finite_value(pp[0], 15) is not None \
+            and not (gp[0].has(UnevaluatedExpr) or pp[0].has(UnevaluatedExpr)):  # two numbers (no percent)
+        # Decided by value alone: math-verify's simplify and its absolute ``chop`` (which makes
+        # 10^{-50} equal to 2 \cdot 10^{-50}) are not needed to compare two numbers.
+        if _numeric_fallback(gp[0], pp[0], tolerance, gold):
+            return True, "match (numeric, symbolic)"
+        return False, "mismatch (symbolic)"
     if verify(gp, pp, float_rounding=MV_FLOAT_ROUNDING, timeout_seconds=None, allow_set_relation_comp=True):
         return True, "match (symbolic)"
     try:
-        if _numeric_fallback(gp[0], pp[0], tolerance, gold, pred):
+        if _numeric_fallback(gp[0], pp[0], tolerance, gold):
             return True, "match (numeric, symbolic)"
     except Exception:  # noqa: BLE001 - evalf of odd objects
         pass

@@ -63,6 +63,7 @@ def squash(s: str) -> str:
 def clean(s: str) -> str:
     """Presentation-free LaTeX for one answer (see the module docstring)."""
     s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
+    s = s.replace("\u221e", "\\infty ").replace("\\varnothing", "\\emptyset")  # one spelling each
     s = _PHANTOM_RE.sub("", s)  # renders as nothing
     s = _GROUP_SPACE_RE.sub(",", s)  # "11,\\! 111" -> "11,111"
     s = _DELIMS_RE.sub(" ", s)
@@ -89,6 +90,9 @@ def clean(s: str) -> str:
         s = s.replace(",", "")
     if _SPACE_THOUSANDS_RE.fullmatch(s):  # "1 000"
         s = s.replace(" ", "")
+    m = _SCI_RE.match(s)
+    if m and m.group(2) and abs(int(m.group(2))) > _MAX_EXP:  # "1e1000": LaTeX would read 1 * e * 1000
+        s = f"{m.group(1)} \\times 10^{{{int(m.group(2))}}}"
     return s
 
 

@@ -85,9 +85,10 @@ _CORRECTION_RE = re.compile(
     r"|\b(?:re-?(?:checking|computing|calculating|doing|considering|examining|evaluating|working))\b",
     re.IGNORECASE,
 )
-# Reasoning blocks of reasoning models, and the R1-style answer element.
-_REASONING_TAG_RE = re.compile(r"<(/?)(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
-_ANSWER_TAG_RE = re.compile(r"<answer\s*>(.*?)</answer\s*>", re.IGNORECASE | re.DOTALL)
+# Reasoning blocks of reasoning models.
+_REASONING_OPEN_RE = re.compile(r"<(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+_REASONING_CLOSE_RE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+
 _LINE_END_RE = re.compile(r"\n|(?<=[^\d\s])\.\s|\.\s*$|\.\s+[A-Z]")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
 _OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}")
@@ -193,16 +194,18 @@ def answer_region(text: str) -> tuple[int, int] | None:
     start = 0
     if "<" not in text:
         return 0, len(text)
-    tags = list(_REASONING_TAG_RE.finditer(text))
-    closes = [m for m in tags if m.group(1)]
-    if closes:
-        start = closes[-1].end()
-    if any(not m.group(1) and m.start() >= start for m in tags):
+    close = _last_match(_REASONING_CLOSE_RE, text)
+    if close is not None:
+        start = close.end()
+    if _REASONING_OPEN_RE.search(text, start):
         return None  # the reasoning never ended: no final answer
     end = len(text)
-    answer = _last_match(_ANSWER_TAG_RE, text, start)
-    if answer is not None:
-        start, end = answer.start(1), answer.end(1)
+    if "</answer" in text or "</ANSWER" in text:  # rfind, not a regex: linear whatever the tags
+        low = text.lower()
+        close = low.rfind("</answer>", start)
+        opening = low.rfind("<answer>", start, close) if close >= 0 else -1
+        if opening >= 0:
+            start, end = opening + len("<answer>"), close
     return start, end
 
 

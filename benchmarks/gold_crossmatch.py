@@ -11,7 +11,9 @@ problems are usually different values, so an "equal" says either that two proble
 share a value written two ways (``\\frac{1}{2}`` and ``0.5``) or that a verifier is
 too lenient; every pair on which the two verifiers disagree is listed in
 ``tests/verifiers/data/gold_crossmatch_disagreements.tsv`` with a judgement (who is
-right and why).  ``--write`` rewrites that file, keeping the judgements of pairs
+right and why), and every pair of different golds that both call equal in
+``gold_crossmatch_agreed_equal.tsv`` (also judged: a value both get wrong is no
+disagreement).  ``--write`` rewrites the two files, keeping the judgements of pairs
 already listed (new pairs get ``TODO``).  Each gold is also checked against itself.
 
 math-verify needs ~20 ms a pair (sympy ``simplify``), so pairs are first bucketed:
@@ -42,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DISAGREEMENTS = ROOT / "tests" / "verifiers" / "data" / "gold_crossmatch_disagreements.tsv"
+AGREED = ROOT / "tests" / "verifiers" / "data" / "gold_crossmatch_agreed_equal.tsv"
 DATASETS = ("math500", "aime24", "amc23", "gsm8k")
 COLUMNS = ("dataset", "response_gold", "reference_gold", "rlvr", "math_verify", "rlvr_reason", "right", "judgement")
 _POINTS = ((0.7326, 1.3917, 2.1149, 0.4583), (1.6187, 0.5261, 1.2743, 2.3319))  # values for sorted free symbols
@@ -228,13 +231,14 @@ def crossmatch(dataset: str, golds: list[str], exhaustive: bool = False, validat
     return res
 
 
-# ----------------------------------------------------------------------------- the committed file
+# ----------------------------------------------------------------------------- the committed files
 
 def _cell(x: Any) -> str:
     return str(x).replace("\t", " ").replace("\n", " ")
 
 
 def read_disagreements(path: Path = DISAGREEMENTS) -> list[dict]:
+    """The rows of a committed table (disagreements, or pairs both verifiers call equal)."""
     if not path.exists():
         return []
     lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
@@ -247,7 +251,13 @@ def key(row: dict | tuple) -> tuple[str, str, str]:
     return row[0], row[1], row[2]
 
 
-def write_disagreements(found: list[tuple], datasets: list[str], path: Path = DISAGREEMENTS) -> int:
+_HEADERS = {
+    DISAGREEMENTS: "# Gold cross-match: the pairs on which rlvr `math` and math-verify 0.9.0 disagree\n",
+    AGREED: "# Gold cross-match: the pairs of different golds that rlvr `math` and math-verify 0.9.0 both call equal\n",
+}
+
+
+def write_table(found: list[tuple], datasets: list[str], path: Path = DISAGREEMENTS) -> int:
     """Write ``found`` for ``datasets`` (lines of other datasets are kept), keeping the
     judgements already in the file; returns the number of lines without a judgement."""
     rows = read_disagreements(path)
@@ -257,9 +267,9 @@ def write_disagreements(found: list[tuple], datasets: list[str], path: Path = DI
     path.parent.mkdir(parents=True, exist_ok=True)
     todo = 0
     with path.open("w") as f:
-        f.write("# Gold cross-match disagreements between rlvr `math` and math-verify 0.9.0 "
-                "(benchmarks/gold_crossmatch.py; response = \\boxed{response_gold}).\n"
-                "# right: who is right (rlvr, math-verify); judgement: why.\n")
+        f.write(_HEADERS.get(path, "# Gold cross-match\n"))
+        f.write("# (benchmarks/gold_crossmatch.py; gold i as the response \\boxed{response_gold}, gold j as the reference).\n"
+                "# right: whose verdict is right (rlvr, math-verify, both, neither); judgement: why.\n")
         f.write("\t".join(COLUMNS) + "\n")
         for d in sorted(found, key=lambda d: (DATASETS.index(d[0]) if d[0] in DATASETS else 99, d[1], d[2])):
             prev = old.get(key(d), {})
@@ -270,23 +280,42 @@ def write_disagreements(found: list[tuple], datasets: list[str], path: Path = DI
     return todo
 
 
+def _compare_with_file(found: list[tuple], path: Path, datasets: list[str], complete: bool, what: str) -> None:
+    listed = {key(r): r for r in read_disagreements(path)}
+    new = [d for d in found if key(d) not in listed]
+    gone = [k for k in listed if k[0] in datasets and k not in {key(d) for d in found}] if complete else []
+    changed = [d for d in found if key(d) in listed
+               and (listed[key(d)]["rlvr"], listed[key(d)]["math_verify"]) != (str(int(d[3])), str(int(d[4])))]
+    print(f"{len(found)} {what}: {len(new)} not in {path.name}, {len(changed)} with other verdicts there, "
+          f"{len(gone)} listed there but no longer found")
+    for d in new + changed:
+        print(f"  {d[0]} {d[1]!r} as the answer to {d[2]!r}: rlvr {int(d[3])}, math-verify {int(d[4])} ({d[5][:60]})")
+    for k in gone:
+        print(f"  gone: {k}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--limit", type=int, default=None, help="first N distinct golds of each dataset")
     ap.add_argument("--validate", type=int, default=300, help="skipped pairs re-checked with both verifiers")
     ap.add_argument("--exhaustive", action="store_true", help="compare every pair (math-verify: ~20 ms a pair)")
-    ap.add_argument("--write", action="store_true", help=f"rewrite {DISAGREEMENTS.relative_to(ROOT)}")
+    ap.add_argument("--write", action="store_true",
+                    help=f"rewrite {DISAGREEMENTS.relative_to(ROOT)} and {AGREED.name} (judgements are kept)")
     args = ap.parse_args()
+    datasets = args.datasets.split(",")
 
     found: list[tuple] = []
-    print(f"{'dataset':<9}{'golds':>6}{'pairs':>8}{'compared':>9}{'skipped':>8}{'rlvr =':>8}{'mv =':>6}"
+    agreed: list[tuple] = []
+    print(f"{'dataset':<9}{'golds':>6}{'pairs':>8}{'compared':>9}{'skipped':>8}{'rlvr =':>8}{'mv =':>6}{'both =':>7}"
           f"{'disagree':>9}{'self rlvr/mv':>13}{'skip check':>12}{'s':>7}")
-    for name in args.datasets.split(","):
+    for name in datasets:
         r = crossmatch(name, unique_golds(name, args.limit), args.exhaustive, args.validate)
         found += r.disagreements
+        both = [(name, a, b, True, True, "match") for a, b in r.rlvr_equal if (a, b) in set(r.mv_equal)]
+        agreed += both
         print(f"{name:<9}{r.golds:>6}{r.pairs:>8}{r.compared:>9}{len(r.skipped):>8}{len(r.rlvr_equal):>8}"
-              f"{len(r.mv_equal):>6}{len(r.disagreements):>9}{len(r.self_fail_rlvr):>7}/{len(r.self_fail_mv):<5}"
+              f"{len(r.mv_equal):>6}{len(both):>7}{len(r.disagreements):>9}{len(r.self_fail_rlvr):>7}/{len(r.self_fail_mv):<5}"
               f"{len(r.validation_equal):>5}/{r.validated:<6}{r.seconds:>7.0f}", flush=True)
         for text, why in r.self_fail_rlvr:
             print(f"  rlvr does not match gold {text!r} with itself: {why}")
@@ -294,21 +323,15 @@ def main() -> None:
             print(f"  math-verify does not match gold {text!r} with itself")
         for a, b, v, m in r.validation_equal:
             print(f"  SKIPPED PAIR IS EQUAL: {a!r} vs {b!r} (rlvr {v}, math-verify {m})")
-    listed = {key(r): r for r in read_disagreements()}
-    new = [d for d in found if key(d) not in listed]
-    gone = [k for k in listed if k[0] in args.datasets.split(",") and k not in {key(d) for d in found} and not args.limit]
-    changed = [d for d in found if key(d) in listed
-               and (listed[key(d)]["rlvr"], listed[key(d)]["math_verify"]) != (str(int(d[3])), str(int(d[4])))]
-    print(f"\n{len(found)} disagreements ({sum(d[3] for d in found)} rlvr-only equal, "
-          f"{sum(d[4] for d in found)} math-verify-only equal); {len(new)} not in the committed file, "
-          f"{len(changed)} with other verdicts there, {len(gone)} listed there but no longer found")
-    for d in new:
-        print(f"  new: {d[0]} {d[1]!r} vs {d[2]!r}: rlvr {int(d[3])}, math-verify {int(d[4])} ({d[5][:60]})")
+    print()
+    _compare_with_file(found, DISAGREEMENTS, datasets, not args.limit, "disagreements")
+    _compare_with_file(agreed, AGREED, datasets, not args.limit, "pairs both call equal")
     if args.write:
         if args.limit:
             sys.exit("--write needs the full golds (no --limit)")
-        todo = write_disagreements(found, args.datasets.split(","))
-        print(f"wrote {DISAGREEMENTS.relative_to(ROOT)} ({len(found)} lines, {todo} without a judgement)")
+        for table, path in ((found, DISAGREEMENTS), (agreed, AGREED)):
+            todo = write_table(table, datasets, path)
+            print(f"wrote {path.relative_to(ROOT)} ({len(table)} lines for {','.join(datasets)}, {todo} without a judgement)")
 
 
 if __name__ == "__main__":

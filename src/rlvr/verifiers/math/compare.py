@@ -44,7 +44,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from rlvr.verifiers.math.normalize import Number, as_text, choice_letter, half_unit, is_approximate, squash, to_number
+from rlvr.verifiers.math.normalize import (Number, as_text, base_numeral, choice_letter, half_unit, is_approximate,
+                                          squash, to_number)
 
 __all__ = ["quick_compare", "symbolic_compare", "numbers_equal"]
 
@@ -93,6 +94,30 @@ def numbers_equal(gold: Fraction, pred: Fraction, tolerance: float, gold_approxi
     return abs(gold - pred) <= pred_half_unit and pred_half_unit <= Fraction(tolerance) * abs(gold)
 
 
+def _base_compare(gold: str, pred: str) -> tuple[bool, str] | None:
+    """Numerals in another base (``52_8``).  For such a reference the answer must show the
+    same digits (the subscript may be left out: the question names the base); a numeral
+    with a base subscript answering a decimal reference is read as its value (``44_9``
+    is 40, ``40_9`` is not)."""
+    g = base_numeral(gold)
+    p = base_numeral(pred)
+    if g is not None:
+        if p is None:
+            digits = pred.strip().upper().lstrip("0") or "0"
+            if not re.fullmatch(r"[0-9A-Z]{1,41}", pred.strip()):
+                return None
+            p = (digits, g[1])
+        ok = p == g
+        return ok, "match (base numeral)" if ok else f"mismatch: base-{g[1]} numeral {g[0]} expected"
+    if p is not None:
+        n = to_number(gold)
+        if n is None or n[1]:
+            return None
+        ok = n[0] == int(p[0], p[1])
+        return ok, "match (base numeral)" if ok else "mismatch (base numeral)"
+    return None
+
+
 def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | None:
     """``(equal, reason)`` when cheap rules decide, else None (use :func:`symbolic_compare`)."""
     if squash(gold) == squash(pred):
@@ -102,6 +127,9 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         if letter is None:
             return False, "mismatch: expected a choice letter"
         return letter == choice_letter(gold), "match (choice)" if letter == choice_letter(gold) else "mismatch (choice)"
+    based = _base_compare(gold, pred)
+    if based is not None:
+        return based
     gold_text = as_text(gold)
     if gold_text is not None:
         pred_text = as_text(pred)

@@ -16,7 +16,7 @@ import re
 from fractions import Fraction
 
 __all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
-           "half_unit", "is_approximate"]
+           "half_unit", "is_approximate", "base_numeral"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
@@ -231,6 +231,25 @@ def half_unit(s: str) -> Fraction | None:
             return None
         return Fraction(1, 2 * 10 ** len(m.group(1).split(".")[1])) * Fraction(10) ** exp
     return None
+
+
+_BASE_RE = re.compile(r"([0-9][0-9A-Za-z]{0,40})\s*_\s*\{?\s*(\d{1,2})\s*\}?")
+
+
+def base_numeral(s: str) -> tuple[str, int] | None:
+    """``(digits, base)`` of a numeral written with its base as a subscript (``52_8``,
+    ``4210_{5}``, ``2A_{11}``), digits upper-case without leading zeros; None otherwise."""
+    m = _BASE_RE.fullmatch(s.strip())
+    if not m:
+        return None
+    digits, base = m.group(1).upper(), int(m.group(2))
+    if not 2 <= base <= 36:
+        return None
+    try:
+        int(digits, base)
+    except ValueError:
+        return None
+    return digits.lstrip("0") or "0", base
 
 
 def is_approximate(s: str) -> bool:

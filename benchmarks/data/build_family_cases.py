@@ -8,8 +8,8 @@ Deterministic (no randomness).  Labels follow the rules documented in
 ``rlvr.verifiers.math.compare`` (precision, non-finite values): an answer is right when
 its value equals the gold; a ``<think>`` block is never the answer; a self-correction is
 judged on its final attempt; several different answers offered at once are wrong; an
-exact gold is matched by a decimal only when that decimal is its correct rounding to
-about 7 significant digits.
+decimal and an exact value match only when the decimal is the value correctly rounded
+to at least 6 significant digits.
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def build() -> list[dict]:
             out.append(case("hedge_list", g, c, False))
 
     precision = [("2.9999999", "3", False), ("3.0000001", "3", False), ("3.0", "3", True), ("0.0000001", "0", False),
-                 ("0.3333333", r"\frac{1}{3}", True), ("0.333333", r"\frac{1}{3}", False), ("0.333", r"\frac{1}{3}", False),
-                 (r"\frac{1}{3}", "0.333", False), (r"\frac{5}{4}", "1.25", True), ("2.50000001", "2.5", True),
+                 ("0.333333", r"\frac{1}{3}", True), ("0.33333", r"\frac{1}{3}", False), ("0.333", r"\frac{1}{3}", False),
+                 (r"\frac{1}{3}", "0.333", False), (r"\frac{1}{3}", "0.333333", True), (r"\frac{5}{4}", "1.25", True),
+                 ("2.50000001", "2.5", True),
                  ("1.41421356", r"\sqrt{2}", True), ("1.41421357", r"\sqrt{2}", False), ("3.1415927", r"\pi", True),
                  ("3.1415926", r"\pi", False), ("(2.9999999, 4)", "(3,4)", False), ("17.999999", "18", False),
                  ("18.00", "18", True), ("203.99999", "204", False), ("0.0833333333333333", r"\frac{1}{12}", True)]

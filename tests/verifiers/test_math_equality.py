@@ -1,6 +1,6 @@
 """Generated pairs for the ``math`` verifier: values that sympy proves equal match in any
-of their LaTeX spellings, different values never do, and an exact gold is matched by a
-decimal only when that decimal is the gold correctly rounded, finely enough."""
+of their LaTeX spellings, different values never do, and a decimal matches an exact
+value only when it is that value correctly rounded to at least 6 significant digits."""
 
 from __future__ import annotations
 
@@ -138,9 +138,9 @@ def _decimal(value, places: int) -> str:
     return str(d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_EVEN))
 
 
-def _places_needed(value, tolerance=1e-6) -> int:
-    """The fewest decimals whose half unit is within ``tolerance`` of ``value``."""
-    return max(0, math.ceil(-math.log10(2 * tolerance * abs(float(value)))))
+def _places_needed(value, digits: int = 6) -> int:
+    """Decimal places that give ``digits`` significant digits for ``value``."""
+    return max(0, digits - 1 - math.floor(math.log10(abs(float(value)))))
 
 
 def _nonterminating(r) -> bool:
@@ -156,17 +156,21 @@ EXACT = st.one_of(rationals().filter(lambda v: v[0] != 0 and _nonterminating(v[0
 
 @PROPERTY
 @given(exact=EXACT, extra=st.integers(0, 8), shift=st.sampled_from([-1, 1]))
-def test_exact_gold_takes_its_correct_rounding_and_nothing_near_it(exact, extra, shift):
+def test_a_decimal_matches_an_exact_value_when_correctly_rounded_to_6_digits(exact, extra, shift):
     value, spellings = exact
-    gold = spellings[0]
     places = _places_needed(value) + extra
     right = _decimal(value, places)
-    verify = _verify()
-    assert verify(boxed(right), gold).correct, (gold, right)
     near = str(Decimal(right) + shift * Decimal(1).scaleb(-places))  # one unit off in the last digit
-    assert not verify(boxed(near), gold).correct, (gold, near)
-    coarse = _decimal(value, max(0, _places_needed(value) - 2))  # right digits, not fine enough
-    assert not verify(boxed(coarse), gold).correct, (gold, coarse)
+    coarse = _decimal(value, _places_needed(value, 5))  # right digits, 5 significant: not enough
+    verify = _verify()
+    for gold in spellings[:2]:  # the exact value as the reference
+        assert verify(boxed(right), gold).correct, (gold, right)
+        assert not verify(boxed(near), gold).correct, (gold, near)
+        assert not verify(boxed(coarse), gold).correct, (gold, coarse)
+    answer = spellings[-1]  # and the decimal as the reference
+    assert verify(boxed(answer), right).correct, (right, answer)
+    assert not verify(boxed(answer), near).correct, (near, answer)
+    assert not verify(boxed(answer), coarse).correct, (coarse, answer)
 
 
 @PROPERTY
@@ -189,13 +193,14 @@ def test_decimal_gold_takes_values_within_the_tolerance(cents, rel, sign):
 
 @pytest.mark.parametrize("answer, gold, ok", [
     ("2.9999999", "3", False), ("3.0000001", "3", False), ("3.0", "3", True), ("3.000000", "3", True),
-    ("0.0000001", "0", False), ("0.3333333", "\\frac{1}{3}", True), ("0.333333", "\\frac{1}{3}", False),
+    ("0.0000001", "0", False), ("0.333333", "\\frac{1}{3}", True), ("0.33333", "\\frac{1}{3}", False),
     ("0.333", "\\frac{1}{3}", False), ("0.75", "\\frac{3}{4}", True), ("0.\\overline{3}", "\\frac{1}{3}", True),
-    ("\\frac{1}{3}", "0.333", False), ("\\frac{5}{4}", "1.25", True), ("2.50000001", "2.5", True),
+    ("\\frac{1}{3}", "0.333", False), ("\\frac{1}{3}", "0.333333", True), ("\\frac{5}{4}", "1.25", True),
+    ("2.50000001", "2.5", True), ("3.2058", "3.21", False), ("\\sqrt{2}", "1.41421", True), ("\\sqrt{2}", "1.4142", False),
     ("1.41421356", "\\sqrt{2}", True), ("1.41421357", "\\sqrt{2}", False), ("1.4142", "\\sqrt{2}", False),
-    ("3.1415927", "\\pi", True), ("3.1415926", "\\pi", False), ("3.14", "\\pi", False),
+    ("3.1415927", "\\pi", True), ("3.1415926", "\\pi", False), ("3.14", "\\pi", False), ("3.14159", "\\pi", True),
     ("(2.9999999, 4)", "(3,4)", False), ("0.0833333333333333", "\\frac{1}{12}", True), ("50\\%", "0.5", True),
-    ("33.33333\\%", "\\frac{1}{3}", True), ("33.3\\%", "\\frac{1}{3}", False),
+    ("33.3333\\%", "\\frac{1}{3}", True), ("33.3\\%", "\\frac{1}{3}", False),
 ])
 def test_precision_rule(answer, gold, ok):
     v = _verify()(boxed(answer), gold)

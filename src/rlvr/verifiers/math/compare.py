@@ -10,25 +10,26 @@ symbolic simplification), with a numeric fallback.  ``symbolic_compare`` can run
 arbitrarily long inside sympy, so the verifier calls it in a killable worker
 process (:mod:`.sandbox`).
 
-**When numbers are equal** (:func:`numbers_equal`, and the numeric fallback of
-:func:`symbolic_compare`):
+**When numbers are equal** (:func:`numbers_equal`, and the numeric checks of
+:func:`symbolic_compare`).  A decimal is a rounded value; everything else (integer,
+fraction, radical, ``\\pi``, repeating decimal) is exact:
 
 * equal values are equal (``0.75`` = ``\\frac{3}{4}``, ``3.0`` = ``3``,
-  ``0.\\overline{3}`` = ``\\frac{1}{3}``);
-* an *exact* reference (integer, fraction, radical, ``\\pi``...) is matched by a
-  decimal only when that decimal is the reference correctly rounded at its last
-  written digit, and that digit is fine enough (half a unit in it at most
-  ``tolerance`` times the reference): for ``\\sqrt{2}``, ``1.41421356`` is right and
-  ``1.4142`` is not; for ``3``, ``2.9999999`` and ``3.0000001`` are wrong (a value a hair
-  away from an exact answer is a different value); for ``\\frac{1}{3}``,
-  ``0.3333333`` is right and ``0.333`` is not;
-* a reference written as a decimal (``1.25``, ``326.5``, ``\\$18.90``: MATH-500
-  writes a decimal where the problem asks for one, usually rounded) is matched
-  within ``tolerance`` (relative); an answer that only rounds to it is not
-  (``\\frac{1}{3}`` is not ``0.333``, as in math-verify);
-* two exact expressions are equal only when sympy proves it, or, for the
-  fallback, when their values agree to 30 significant digits (evidence of an
-  identity sympy could not simplify, such as nested radicals), never by tolerance;
+  ``0.\\overline{3}`` = ``\\frac{1}{3}``, ``1.25`` = ``\\frac{5}{4}``);
+* a decimal and an exact value match only when the decimal is the exact value
+  *correctly rounded* at its last written digit and is written to at least
+  ``ceil(-log10(tolerance))`` significant digits (6 at the default 1e-6), whichever of
+  the two is the reference: ``1.41421`` and ``1.41421356`` are ``\\sqrt{2}``, ``1.4142``
+  is not; ``0.333333`` is ``\\frac{1}{3}``, ``0.333`` is not (nor, as a reference, is
+  ``0.333`` matched by ``\\frac{1}{3}``: MATH-500 writes a decimal where the problem
+  asks for a rounded one); ``2.9999999`` and ``3.0000001`` are not ``3`` (a value a hair
+  away from an exact answer is a different value, and ``3`` rounds to ``3.0000000``);
+* two decimals match within ``tolerance`` (relative): both are rounded values;
+* two exact expressions are equal only when sympy proves it, or when their values
+  agree to 30 significant digits and 30 decimal places, evaluated with as many
+  digits as their magnitude needs (evidence of an identity sympy could not
+  simplify, such as nested radicals; ``10^{1000}+1`` is not ``10^{1000}``), never by
+  tolerance;
 * a value that is not a finite number (``\\infty``, ``-\\infty``, ``e^{\\infty}``,
   ``\\frac{0}{0}``, ``\\infty-\\infty``, ``\\tan(\\pi/2)``, NaN) is never equal to a
   number, and magnitudes are compared without overflow or underflow
@@ -45,7 +46,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from rlvr.verifiers.math.normalize import (Number, as_text, base_numeral, choice_letter, half_unit, is_approximate,
-                                          squash, to_number)
+                                          significant_digits, squash, to_number)
 
 __all__ = ["quick_compare", "symbolic_compare", "numbers_equal"]
 
@@ -68,30 +69,56 @@ _MAGNITUDE_RE = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)\s*(?:\\times|\\cdot)\s*)?
 _PLAIN_MAGNITUDE_DIGITS = 400  # a plain-number reference (<= 200 characters) lies within 10^(+-200)
 
 
-def _values(n: Number, half: Fraction | None) -> list[tuple[Fraction, Fraction | None]]:
+Decimal = tuple[Fraction, bool]
+"""How a decimal is written: half a unit in its last digit, and whether it has enough
+significant digits for the tolerance."""
+
+
+def min_significant_digits(tolerance: float) -> int | None:
+    """``ceil(-log10(tolerance))``: 6 for 1e-6 (None for 0: no decimal is fine enough)."""
+    if tolerance <= 0:
+        return None
+    from decimal import Decimal as D
+
+    t, d = D(repr(tolerance)), 0
+    while D(10) ** -d > t:
+        d += 1
+    return d
+
+
+def decimal_precision(text: str, tolerance: float) -> Decimal | None:
+    """The precision of a cleaned plain decimal (None for an exact number)."""
+    half = half_unit(text)
+    if half is None:
+        return None
+    need = min_significant_digits(tolerance)
+    return half, need is not None and significant_digits(text) >= need
+
+
+def _values(n: Number, dec: Decimal | None) -> list[tuple[Fraction, Decimal | None]]:
     """A number's candidate values with their precision: ``50%`` is 50 and 0.5."""
     value, pct = n
     if not pct:
-        return [(value, half)]
-    return [(value, half), (value / 100, None if half is None else half / 100)]
+        return [(value, dec)]
+    return [(value, dec), (value / 100, None if dec is None else (dec[0] / 100, dec[1]))]
 
 
-def numbers_equal(gold: Fraction, pred: Fraction, tolerance: float, gold_approximate: bool = False,
-                  pred_half_unit: Fraction | None = None) -> bool:
+def numbers_equal(gold: Fraction, pred: Fraction, tolerance: float, gold_decimal: Decimal | None = None,
+                  pred_decimal: Decimal | None = None) -> bool:
     """Whether ``pred`` answers ``gold`` (see the module docstring).
 
-    ``gold_approximate``: the reference is written as a decimal (a rounded value:
-    within ``tolerance`` relative counts).  ``pred_half_unit``: half a unit in the last
-    digit of a decimal answer (see :func:`~rlvr.verifiers.math.normalize.half_unit`),
-    None for an exact one.
+    ``gold_decimal`` / ``pred_decimal``: the :func:`decimal_precision` of a side written
+    as a decimal, None for an exact one.
     """
     if gold == pred:
         return True
-    if gold_approximate:
+    if gold_decimal is not None and pred_decimal is not None:  # two rounded values
         return abs(gold - pred) <= Fraction(tolerance) * max(abs(gold), abs(pred))
-    if pred_half_unit is None:
+    dec = pred_decimal if pred_decimal is not None else gold_decimal
+    if dec is None:  # two exact values
         return False
-    return abs(gold - pred) <= pred_half_unit and pred_half_unit <= Fraction(tolerance) * abs(gold)
+    half, fine = dec  # the decimal must be the exact value correctly rounded, finely enough
+    return fine and abs(gold - pred) <= half
 
 
 def _base_compare(gold: str, pred: str) -> tuple[bool, str] | None:
@@ -139,9 +166,8 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         return False, "mismatch (text)"
     g, p = to_number(gold), to_number(pred)
     if g is not None and p is not None:
-        approximate = half_unit(gold) is not None
-        ok = any(numbers_equal(a, b, tolerance, approximate, hb)
-                 for a, _ in _values(g, None) for b, hb in _values(p, half_unit(pred)))
+        ok = any(numbers_equal(a, b, tolerance, da, db) for a, da in _values(g, decimal_precision(gold, tolerance))
+                 for b, db in _values(p, decimal_precision(pred, tolerance)))
         return ok, "match (numeric)" if ok else "mismatch (numeric)"
     if g is not None and as_text(pred) is not None:
         return False, "mismatch: words for a number"
@@ -199,24 +225,23 @@ def _float(x: Fraction):
     return Float(x.numerator, 2 * IDENTITY_DIGITS) / x.denominator
 
 
-def _decimal_for_exact(gold, pred_text: str, tolerance: float) -> bool | None:
-    """A plain decimal answer (``1.41421356``, ``33.33333%``) against an exact reference
-    value: True when it is the reference correctly rounded at its last written digit
-    and that digit is fine enough (module docstring).  None when the rule does not
-    apply (the answer is no plain decimal, the reference no finite number).  Read from
-    the text, so digits beyond a float's precision count."""
+def _decimal_for_exact(exact, decimal_text: str, tolerance: float) -> bool | None:
+    """A plain decimal (``1.41421356``, ``33.33333%``) against an exact value (either may
+    be the reference): True when the decimal is the value correctly rounded and has
+    enough significant digits (module docstring).  None when the rule does not apply
+    (the text is no plain decimal, the value no finite number).  Read from the text, so
+    digits beyond a float's precision count."""
     from sympy import sqrt
 
-    n, half = to_number(pred_text), half_unit(pred_text)
-    if n is None or half is None:
+    n, dec = to_number(decimal_text), decimal_precision(decimal_text, tolerance)
+    if n is None or dec is None:
         return None
-    a = _finite_value(gold)
+    a = _finite_value(exact)
     if a is None:
         return None
-    size = sqrt(a[0] ** 2 + a[1] ** 2)
-    for value, h in _values(n, half):
+    for value, (half, fine) in _values(n, dec):
         diff = sqrt((a[0] - _float(value)) ** 2 + a[1] ** 2)
-        if diff == 0 or (diff <= _float(h) and _float(h) <= _float(Fraction(tolerance)) * size):
+        if diff == 0 or (fine and diff <= _float(half)):
             return True
     return False
 
@@ -323,10 +348,13 @@ def symbolic_compare(gold: str, pred: str, tolerance: float = 1e-6) -> tuple[boo
     infinities = (S.Infinity, S.NegativeInfinity)
     if isinstance(gp[0], Expr) and isinstance(pp[0], Expr) and (gp[0] in infinities or pp[0] in infinities):
         return (True, "match (identical infinity)") if gp[0] == pp[0] else (False, "mismatch: infinity vs a value")
-    if not is_approximate(gold):
+    decided = None
+    if not is_approximate(gold):  # an exact reference, a plain decimal answer
         decided = _decimal_for_exact(gp[0], pred, tolerance)
-        if decided is not None:
-            return (True, "match (decimal, symbolic)") if decided else (False, "mismatch (decimal, symbolic)")
+    elif not is_approximate(pred) and isinstance(pp[0], Expr):  # a plain decimal reference, an exact answer
+        decided = _decimal_for_exact(pp[0], gold, tolerance)
+    if decided is not None:
+        return (True, "match (decimal, symbolic)") if decided else (False, "mismatch (decimal, symbolic)")
     if _finite_value(gp[0], 15) is not None and _finite_value(pp[0], 15) is not None \
             and not (gp[0].has(UnevaluatedExpr) or pp[0].has(UnevaluatedExpr)):  # two numbers (no percent)
         # Decided by value alone: math-verify's simplify and its absolute ``chop`` (which makes

@@ -16,7 +16,7 @@ import re
 from fractions import Fraction
 
 __all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
-           "half_unit", "is_approximate", "base_numeral"]
+           "half_unit", "significant_digits", "is_approximate", "base_numeral"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
@@ -250,6 +250,17 @@ def base_numeral(s: str) -> tuple[str, int] | None:
     except ValueError:
         return None
     return digits.lstrip("0") or "0", base
+
+
+def significant_digits(s: str) -> int:
+    """Significant digits written in a cleaned decimal number (``0.0833`` -> 3, ``3.10`` -> 3,
+    ``1.20e-4`` -> 3); 0 when ``s`` is no decimal."""
+    t = s.strip().rstrip("%").strip()
+    m = _SCI_RE.match(t)
+    mantissa = m.group(1) if m else t
+    if not _DECIMAL_RE.match(mantissa):
+        return 0
+    return len(mantissa.lstrip("+-").replace(".", "").lstrip("0"))
 
 
 def is_approximate(s: str) -> bool:

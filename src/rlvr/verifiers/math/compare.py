@@ -190,15 +190,17 @@ _INTEGER_RE = re.compile(r"-?\d{1,50}")
 
 @lru_cache(maxsize=8192)
 def _parse(answer: str) -> list:
-    """math-verify's parse of ``\\boxed{answer}`` (a plain integer without the LaTeX parser:
+    """math-verify's LaTeX parse of ``\\boxed{answer}`` (a plain integer without the parser:
     the same ``[Integer, text]`` in microseconds)."""
     if _INTEGER_RE.fullmatch(answer):
         from sympy import Integer
 
         return [Integer(int(answer)), answer]
-    from math_verify import parse
+    from math_verify import LatexExtractionConfig, parse
 
-    return parse("\\boxed{" + answer + "}", parsing_timeout=None)
+    # LaTeX extraction only: math-verify's expression fallback reads a number out of
+    # LaTeX it cannot parse (``\\{x \\mid x > 0\\}`` became 0).
+    return parse("\\boxed{" + answer + "}", extraction_config=[LatexExtractionConfig()], parsing_timeout=None)
 
 
 def _finite_value(expr, digits: int = 2 * IDENTITY_DIGITS):

@@ -128,11 +128,27 @@ def _unevaluated(s: str) -> bool:
     return bool(_LITERAL_OP_RE.search(s)) and not re.search(r"[a-zA-Z]", _ARITH_CMD_RE.sub(" ", s))
 
 
+_NAME_RE = re.compile(r"(?:\\[a-zA-Z]+|[A-Za-z]{1,12})\s*(?:_\s*\{?[\w\\]+\}?)?'*\s*(?:\([^()]*\))?")
+_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
+
+
+def _is_expression_in_variables(s: str) -> bool:
+    """True for ``5x - 7y + 4``, ``2x``, ``x^2 - 1``; False for a name (``x``, ``x_1``,
+    ``f(2)``, ``\\theta``, ``AB``) or an expression without variables."""
+    t = s.strip()
+    if not t or _NAME_RE.fullmatch(t):
+        return False
+    return bool(re.search(r"[A-Za-z]", _COMMAND_RE.sub(" ", t)))
+
+
 def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list: bool) -> str | None:
     """Why a cleaned ``pred`` is not an answer to a question whose answer is ``gold``, or None.
 
     * a tautology: an ``=`` chain whose sides are all the same (``0=0``, ``x = x``);
     * several candidates (``3, 4``, ``3; 4``) when the reference is one number;
+    * for a plain-number reference, an equation in standard form, ``expression = 0`` with
+      variables on the left that are not just a name (``5x - 7y + 11z + 4 = 0``, ``2x+3=0``):
+      an equation, whose 0 is no value (``x = 0``, ``f(2) = 0``, ``AB = 0`` still answer 0);
     * with ``require_value`` (``True``/``"auto"``) and a plain-number reference: an
       unevaluated restatement (the ``= ...`` side it ends with is arithmetic on number
       literals, or a fraction of integers for an integer reference); with ``True``
@@ -146,6 +162,9 @@ def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list:
         return None
     if not gold_is_list and len([x for x in _top_level(pred, ",;") if x]) > 1:
         return f"not an answer: several candidates ({pred[:40]!r})"
+    if len(sides) == 2 and "=" not in gold and to_number(sides[1]) is not None and to_number(sides[1])[0] == 0 \
+            and _is_expression_in_variables(sides[0]):
+        return f"not an answer: an equation in standard form ({pred[:40]!r}), not a value"
     if require_value is False:
         return None
     final = sides[-1] if len(sides) > 1 and "=" not in gold else pred

@@ -12,8 +12,13 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 STAMP := $(VENV)/.rlvr-installed
 PYTEST_ARGS ?=
+# `make test-oldest`: the oldest declared dependency versions (constraints/oldest.txt) in a venv of their own
+OLDEST_VENV ?= .venv-oldest
+OLDEST_PY := $(OLDEST_VENV)/bin/python
+OLDEST_STAMP := $(OLDEST_VENV)/.rlvr-installed
+OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 
-.PHONY: demo demo-tools test test-slow test-all bench clean-venv help
+.PHONY: demo demo-tools test test-slow test-all test-oldest bench clean-venv help
 
 help:
 	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, ~30 min) and report held-out accuracy"
@@ -21,6 +26,7 @@ help:
 	@echo "make test       run the default test suite (slow tests excluded)"
 	@echo "make test-slow  run only the slow tests (real bundled model, long runs)"
 	@echo "make test-all   run every test"
+	@echo "make test-oldest the engine, learner and training-loop tests with the oldest declared dependencies"
 	@echo "make bench      run the benchmark scripts (see benchmarks/RESULTS.md)"
 
 $(STAMP): pyproject.toml
@@ -47,9 +53,21 @@ test-slow: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow" $(PYTEST_ARGS)
 
+# PyPI's torch 2.4 for Linux brings its CUDA libraries (several GB); TORCH_PIP_ARGS can point at a CPU index.
+$(OLDEST_STAMP): pyproject.toml constraints/oldest.txt
+	$(PYTHON) -m venv $(OLDEST_VENV)
+	$(OLDEST_PY) -m pip install --quiet --upgrade pip
+	$(OLDEST_PY) -m pip install --quiet -c constraints/oldest.txt torch $(TORCH_PIP_ARGS)
+	$(OLDEST_PY) -m pip install --quiet -c constraints/oldest.txt -e . "pytest>=8.0,<10"
+	touch $(OLDEST_STAMP)
+
+test-oldest: $(OLDEST_STAMP)
+	$(OLDEST_PY) -c "import torch, transformers, pydantic; print('torch', torch.__version__, '| transformers', transformers.__version__, '| pydantic', pydantic.VERSION)"
+	$(OLDEST_PY) -m pytest -q $(OLDEST_TESTS) $(PYTEST_ARGS)
+
 bench: $(STAMP)
 	$(PY) benchmarks/rollout_throughput.py
 	$(PY) benchmarks/grpo_step_vs_trl.py
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(OLDEST_VENV)

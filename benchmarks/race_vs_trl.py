@@ -363,8 +363,9 @@ def train_trl(cfg, problems, verifier, out: Path, args) -> dict:
     if (G * P) % mb:
         raise SystemExit(f"prompts_per_step x group_size ({P * G}) must be a multiple of micro_batch_size ({mb})")
     if alg.advantage != "grpo" or alg.kl_coef or alg.loss_agg != "token_mean" or alg.ppo_epochs != 1 \
-            or cfg.train.autocast != "none" or cfg.rollout.top_p != 1.0:
-        raise SystemExit("the TRL side mirrors grpo / no KL / token_mean / 1 epoch / fp32 learner / top_p 1 only")
+            or alg.mini_batches != 1 or cfg.train.autocast != "none" or cfg.rollout.top_p != 1.0:
+        raise SystemExit("the TRL side mirrors grpo / no KL / token_mean / 1 epoch of 1 mini-batch / fp32 learner / "
+                         "top_p 1 only")
     gcfg = GRPOConfig(
         output_dir=str(out / "hf"), use_cpu=True, bf16=False, seed=tc.seed, data_seed=tc.seed,
         per_device_train_batch_size=mb, gradient_accumulation_steps=G * P // mb, num_generations=G,

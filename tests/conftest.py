@@ -98,3 +98,33 @@ def close(a, b, tol=1e-5):
     """Assert ``a`` and ``b`` agree elementwise within ``tol`` (absolute), compared in float64."""
     torch.testing.assert_close(torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64),
                                atol=tol, rtol=0)
+
+
+def make_vlm(seed: int = 0):
+    """A tiny randomly initialised LLaVA (``rlvr.models.vision.tiny_random_vlm``) on a fresh character tokenizer:
+    ``(model, tokenizer)``, the processor attached to the tokenizer (16 image placeholders per image)."""
+    from rlvr.models.vision import attach_processor, tiny_random_vlm
+
+    tok = make_tokenizer()
+    model, processor = tiny_random_vlm(tok, seed=seed)
+    return model, attach_processor(tok, processor)
+
+
+def random_images(n: int, seed: int = 0, size: int = 40):
+    """``n`` random RGB uint8 arrays (distinct images)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.fixture
+def tiny_vlm_dir(tmp_path):
+    """A tiny VLM saved as an HF directory with its processor (usable as ``model.name``)."""
+    from rlvr.models.vision import processor_of
+
+    model, tok = make_vlm()
+    path = tmp_path / "tiny-vlm"
+    model.save_pretrained(path)
+    processor_of(tok).save_pretrained(path)
+    return path

@@ -66,7 +66,8 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
     ckpts = sorted((run / "checkpoints").glob("step-*")) if (run / "checkpoints").is_dir() else []
     subst = {"configs/arithmetic_grpo.yaml": str(ROOT / "configs" / "arithmetic_grpo.yaml"),
              "/path/to/hf-model": str(model_dir), "task.path=my.jsonl": f"task.path={tmp / 'my.jsonl'}",
-             "runs/arithmetic_grpo/checkpoints/step-000040": str(ckpts[-1]) if ckpts else "missing-checkpoint"}
+             "runs/arithmetic_grpo/checkpoints/step-000040": str(ckpts[-1]) if ckpts else "missing-checkpoint",
+             "runs/arithmetic_grpo": str(run)}  # `rlvr seeds summarize`: the sweep `--seeds` trained there
     args = [subst.get(a, str(ROOT / a) if a.startswith("configs/") else a) for a in args]
     if args[0] == "train" and "--help" not in args:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.num_train=8",

@@ -1,17 +1,21 @@
 """``rlvr`` command line: a thin layer that parses config and calls the library.
 
-    rlvr train [CONFIG.yaml] [key=value ...]     RL training (+ held-out eval before/after)
-    rlvr eval  [CONFIG.yaml] [key=value ...]     accuracy of a model or checkpoint on a task
-    rlvr config [CONFIG.yaml] [key=value ...]    print the resolved config as YAML
-    rlvr verify INPUT.jsonl [--verifier math]     score completions against references
-    rlvr search SAMPLES.jsonl [--scorer oracle]   test-time strategies + budget-sweep chart over stored samples
-    rlvr compare A.json B.json [...]              does B beat A beyond noise (IQM, stratified bootstrap)
-    rlvr contamination TRAIN EVAL                 n-gram overlap between a training task and an eval set
-    rlvr export CHECKPOINT OUT [--gguf]           a checkpoint as a plain HF model directory (LoRA merged)
-    rlvr rm train [CONFIG.yaml] [key=value ...]   an outcome / process reward model on the policy's own samples
+    rlvr train [CONFIG.yaml] [key=value ...]    RL training (+ held-out eval before/after)
+    rlvr train CONFIG.yaml --seeds 0-4 [...]     one run per seed, then seeds.json/.md/.png
+    rlvr seeds summarize DIR                     rebuild that summary from the seed-<s> runs
+    rlvr eval  [CONFIG.yaml] [key=value ...]    accuracy of a model or checkpoint on a task
+    rlvr config [CONFIG.yaml] [key=value ...]   print the resolved config as YAML
+    rlvr verify INPUT.jsonl [--verifier math]    score completions against references
+    rlvr search SAMPLES.jsonl [--scorer oracle]  test-time strategies + budget sweep over samples
+    rlvr compare A B [...]                       does B beat A beyond noise (seed sweeps, results)
+    rlvr contamination TRAIN EVAL                n-gram overlap of a training task and an eval set
+    rlvr export CHECKPOINT OUT [--gguf]          a checkpoint as a plain HF model dir (LoRA merged)
+    rlvr rm train [CONFIG.yaml] [key=value ...]  an outcome / process reward model on own samples
 
-Every config key can be overridden with a dotted ``key=value`` (``rlvr train
---help`` lists them all with types, defaults and docs).
+Every config key can be overridden with a dotted ``key=value``: ``rlvr train --help``
+lists the settings by section and every registered component, ``--help-all`` every key
+with its type, default and doc. ``--import MODULE`` (any command) imports a plugin
+first; installed ``rlvr.plugins`` entry points are imported at start-up.
 """
 
 from __future__ import annotations
@@ -25,24 +29,97 @@ from pathlib import Path
 __all__ = ["main"]
 
 
-def _config_help() -> str:
-    from rlvr.config import describe_config
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help at most :func:`rlvr.help.help_width` columns wide: a description paragraph with a longer
+    line is re-wrapped (indented paragraphs, such as example commands, are kept as written)."""
+
+    def __init__(self, prog: str, **kwargs):
+        from rlvr.help import help_width
+
+        super().__init__(prog, width=help_width(), max_help_position=32, **kwargs)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import re
+        import textwrap
+
+        out = []
+        for para in re.split(r"\n\s*\n", text.strip("\n")):
+            lines = para.splitlines()
+            if lines and not lines[0].startswith(" ") and max(map(len, lines)) + len(indent) > width:
+                para = textwrap.fill(" ".join(para.split()), width, initial_indent=indent, subsequent_indent=indent,
+                                     break_on_hyphens=False)
+            else:
+                para = "\n".join(indent + line if line else line for line in lines)
+            out.append(para)
+        return "\n\n".join(out)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog is built only when help is printed (it imports every registry):
+    ``epilog_fn()`` for ``--help``, ``full_epilog_fn()`` for ``--help-all``."""
+
+    def __init__(self, *args, epilog_fn=None, full_epilog_fn=None, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+        self.epilog_fn, self.full_epilog_fn = epilog_fn, full_epilog_fn
+
+    def format_help(self) -> str:
+        if self.epilog_fn is not None:
+            self.epilog = self.epilog_fn()
+        return super().format_help()
+
+    def format_full_help(self) -> str:
+        """``--help`` with the full dump (every key's type, default and doc; components with options)."""
+        fn = self.full_epilog_fn or self.epilog_fn
+        self.epilog = fn() if fn is not None else self.epilog
+        return super().format_help()
+
+
+class _HelpAll(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        text = parser.format_full_help() if isinstance(parser, _Parser) else parser.format_help()
+        parser._print_message(text, sys.stdout)
+        parser.exit()
+
+
+def _run_help(full: bool = False) -> str:
+    """The epilog of ``rlvr train`` / ``eval`` / ``config``: the settings by section and every registered
+    component (``full``: every key's type, default and doc, and the components' options)."""
+    from rlvr.help import components_overview, settings_overview, settings_reference
     from rlvr.recipes.config import RunConfig
 
-    from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
-    from rlvr.tasks.registry import TASKS
-    from rlvr.verifiers import VERIFIERS
+    settings = settings_reference(RunConfig) if full else settings_overview(RunConfig)
+    return settings + "\n\n" + components_overview(details=full)
 
-    sections = [("algorithm.advantage (options in algorithm.advantage_params)", ADVANTAGE_ESTIMATORS),
-                ("algorithm.policy_loss (options in algorithm.policy_loss_params)", POLICY_LOSSES),
-                ("algorithm.kl_estimator", KL_ESTIMATORS),
-                ("algorithm.is_correction (options in algorithm.is_params)", IS_CORRECTIONS),
-                ("reward.verifier (options in reward.verifier_params)", VERIFIERS),
-                ("task.name (options: task.* fields, others in task.params)", TASKS)]
-    registered = "\n\n".join(f"{title}:\n" + "\n".join("  " + line for line in reg.describe().splitlines())
-                             for title, reg in sections)
-    return ("config keys (override as key=value):\n" + describe_config(RunConfig) +
-            "\n\nregistered components (names accepted by the keys above):\n\n" + registered)
+
+def _rm_help(full: bool = False) -> str:
+    from rlvr.help import settings_overview, settings_reference
+    from rlvr.recipes.reward_model import RMConfig
+
+    return settings_reference(RMConfig) if full else settings_overview(RMConfig)
+
+
+def _plugin_modules(argv: list[str]) -> list[str]:
+    """The modules named by ``--import MODULE`` / ``--import=MODULE`` anywhere in ``argv``."""
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--import" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith("--import="):
+            out.append(arg.split("=", 1)[1])
+    return out
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    """``--help-all`` and ``--import`` (every command has both)."""
+    p.add_argument("--help-all", action=_HelpAll,
+                   help="show this help with every config key (type, default, doc) and component options")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, for the components it registers (repeatable; installed "
+                        "rlvr.plugins entry points are imported without it)")
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -66,14 +143,60 @@ def _cmd_train(ns) -> int:
     from rlvr.recipes.rl import TrainingInterrupted, train
 
     overrides = list(ns.args)
+    seeds = None
+    if ns.seeds is not None:  # checked before the config loads, before any model
+        from rlvr.recipes.seeds import SeedsError, parse_seeds
+
+        try:
+            seeds = parse_seeds(ns.seeds)
+            if any(a.startswith("train.seed=") for a in overrides[1 if overrides and "=" not in overrides[0] else 0:]):
+                raise SeedsError("sets train.seed for each run: drop the train.seed override")
+        except SeedsError as e:
+            print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+            return 2
     if ns.resume:
         overrides.append("train.resume=true")
     cfg = _load(overrides)
+    if seeds is not None:
+        from rlvr.recipes.seeds import SeedsError, train_seeds
+
+        try:
+            train_seeds(cfg, seeds)
+        except SeedsError as e:
+            print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+            return 2
+        except TrainingInterrupted:
+            return 130
+        print(f"seeds directory: {cfg.train.output_dir}")
+        return 0
     try:
         summary = train(cfg)
     except TrainingInterrupted:
         return 130
     print(f"run directory: {summary['output_dir']}")
+    return 0
+
+
+def _cmd_seeds_summarize(ns) -> int:
+    from rlvr.evaluate.seeds import format_seeds_markdown, write_seeds_summary
+    from rlvr.recipes.seeds import SeedsError, parse_seeds
+
+    try:
+        seeds = parse_seeds(ns.seeds) if ns.seeds else None
+    except SeedsError as e:
+        print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
+        return 2
+    if not Path(ns.dir).is_dir():
+        print(f"rlvr: error: {ns.dir}: no such directory", file=sys.stderr)
+        return 2
+    try:  # --out: written elsewhere, the run directories stay untouched
+        summary = write_seeds_summary(ns.dir, seeds, out_dir=ns.out, plot=not ns.no_plot, n_resamples=ns.resamples,
+                                      confidence=ns.confidence)
+    except (ValueError, OSError) as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    print(format_seeds_markdown(summary))
+    print("written: " + ", ".join(summary["paths"].values()))
     return 0
 
 
@@ -97,9 +220,30 @@ def _eval_engine(cfg, model_name: str, system_prompt: str | None):
     return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run, **cfg.rollout.engine_params)
 
 
+def _check_eval_flags(ns) -> None:
+    """``rlvr eval``'s flags, checked before any model loads (each error names its flag)."""
+    from rlvr.config import ConfigError
+    from rlvr.verifiers import VERIFIERS
+
+    if ns.verifier is not None:
+        VERIFIERS.entry(ns.verifier, key="--verifier")
+    for flag, value, ok, want in (("--n", ns.n, lambda v: v >= 1, ">= 1"),
+                                  ("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
+                                  ("--temperature", ns.temperature, lambda v: v >= 0, ">= 0"),
+                                  ("--top-p", ns.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
+                                  ("--max-new-tokens", ns.max_new_tokens, lambda v: v >= 1, ">= 1"),
+                                  ("--workers", ns.workers, lambda v: v >= 1, ">= 1"),
+                                  ("--verifier-timeout", ns.verifier_timeout, lambda v: v > 0, "> 0")):
+        if value is not None and not ok(value):
+            raise ConfigError(f"{flag}: must be {want}, got {value}")
+    if ns.task == "jsonl" and not ns.path:
+        raise ConfigError("--path: --task jsonl needs --path FILE.jsonl (a JSON-lines file)")
+
+
 def _cmd_eval(ns) -> int:
     from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
 
+    _check_eval_flags(ns)
     cfg = _load(list(ns.args))
     model_name = ns.model or cfg.model.name
     try:
@@ -369,9 +513,66 @@ def _run_beam(ns, opts) -> dict:
     return run_beam(problems, HFEngine(model, tok), scorer, cfg, verifier=verifier, progress=not ns.no_progress)
 
 
+def _seed_sweep(path: str) -> dict | None:
+    """The seeds summary a compare argument names (a sweep directory, summarised now, or a seeds.json), else None."""
+    from rlvr.evaluate.compare import RunFileError, load_seed_summary_file
+
+    p = Path(path)
+    if p.is_dir():
+        from rlvr.evaluate.seeds import summarize_seeds
+
+        return summarize_seeds(p)  # from the run directories as they are now; nothing is written
+    if p.is_file() and p.suffix == ".json":
+        try:
+            return load_seed_summary_file(p)
+        except RunFileError:
+            return None
+    return None
+
+
+def _cmd_compare_seeds(ns, names: list[str], sweeps: list[dict]) -> int:
+    from rlvr.evaluate.compare import compare_seed_summaries, format_seed_comparisons
+
+    results = []
+    for name, sweep in zip(names[1:], sweeps[1:]):
+        comps = compare_seed_summaries(sweeps[0], sweep, name_a=names[0], name_b=name, metrics=_csv(ns.metric),
+                                       n_resamples=ns.resamples, confidence=ns.confidence, seed=ns.seed,
+                                       resample=ns.resample)
+        print(format_seed_comparisons(comps, sweeps[0], sweep) + "\n")
+        results += [c.to_dict() for c in comps]
+    if ns.output:
+        Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(ns.output).write_text(json.dumps({"baseline": names[0], "comparisons": results}, indent=2))
+        print(f"written to {ns.output}")
+    return 0
+
+
 def _cmd_compare(ns) -> int:
     from rlvr.evaluate.compare import RunFileError, compare_methods, format_comparison, load_methods
 
+    specs = [spec.partition("=") for spec in ns.methods]
+    paths = [(files if sep else name) for name, sep, files in specs]
+    try:
+        sweeps = [None if "," in p else _seed_sweep(p) for p in paths]
+    except ValueError as e:  # a directory without seed-<s> runs, an unreadable run file
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
+    if any(s is not None for s in sweeps):
+        if not all(s is not None for s in sweeps):
+            bad = [p for p, s in zip(paths, sweeps) if s is None]
+            print(f"rlvr: error: compare seed sweeps with seed sweeps: {', '.join(bad)} is not one (a directory "
+                  "of seed-<s> runs or a seeds.json)", file=sys.stderr)
+            return 2
+        if len(sweeps) < 2:
+            print("rlvr: error: give two seed sweeps (baseline first)", file=sys.stderr)
+            return 2
+        names = [name if sep else (Path(p).name if Path(p).is_dir() else Path(p).resolve().parent.name)
+                 for (name, sep, _), p in zip(specs, paths)]
+        try:
+            return _cmd_compare_seeds(ns, names, sweeps)
+        except ValueError as e:
+            print(f"rlvr: error: {e}", file=sys.stderr)
+            return 2
     names, groups = [], []
     for spec in ns.methods:
         name, sep, files = spec.partition("=")
@@ -447,8 +648,23 @@ Examples:
 """
 
 _COMPARE_DESCRIPTION = """\
-Does method B beat method A beyond noise, and by how much? (Agarwal et al. 2021,
-"Deep RL at the Edge of the Statistical Precipice".)
+Does method B beat method A beyond noise, and by how much?
+
+Seed sweeps: give two directories made by `rlvr train CONFIG --seeds ...` (or
+their seeds.json), baseline first. For each evaluation key (greedy, T=1.0, ...)
+it reports the median and mean final held-out accuracy of each side, the
+differences B - A with intervals from a two-level bootstrap (seeds resampled on
+each side, then the held-out problems, drawn once per replicate and shared by
+both sides when they were evaluated on the same problems), the probability that
+a seed of B ends above a seed of A, and an exact permutation test over seeds.
+B (or A) wins "beyond seed noise" only when the interval of the mean difference
+excludes 0 and p < 1 - confidence; otherwise it says "not resolved" and why.
+
+  rlvr compare runs/baseline runs/candidate          # directories of seed-<s> runs
+  rlvr compare aten=runs/aten/seeds.json onednn=runs/onednn/seeds.json --metric greedy
+
+Evaluation results (Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice"):
 
 Each FILE is one run (one seed on one task): an `rlvr eval` results JSON
 (per_problem accuracies with ids) or {"task": ..., "scores": {id: score}}.
@@ -476,9 +692,8 @@ def _cmd_export(ns) -> int:
     return 0
 
 
-def _add_export_parser(sub, fmt) -> None:
+def _add_export_parser(sub) -> None:
     p = sub.add_parser("export", help="write a checkpoint as a plain HF model directory (LoRA merged)",
-                       formatter_class=fmt,
                        description="Write the policy of an rlvr checkpoint (<run>/checkpoints/step-N, or a run "
                                    "directory: its latest checkpoint) as a Hugging Face model directory: "
                                    "safetensors weights (LoRA merged), config, tokenizer and "
@@ -488,6 +703,7 @@ def _add_export_parser(sub, fmt) -> None:
     p.add_argument("--gguf", action="store_true",
                    help="also write OUT/model.gguf (float32) for llama.cpp (Llama-architecture models)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    _add_common(p)
     p.set_defaults(func=_cmd_export)
 
 
@@ -511,13 +727,11 @@ def _cmd_rm_train(ns) -> int:
     return 0
 
 
-def _add_rm_parser(sub, fmt) -> None:
-    from rlvr.config import describe_config
-    from rlvr.recipes.reward_model import RMConfig
-
-    p = sub.add_parser("rm", help="reward models: `rlvr rm train` (ORM or Math-Shepherd PRM)", formatter_class=fmt)
+def _add_rm_parser(sub) -> None:
+    p = sub.add_parser("rm", help="reward models: `rlvr rm train` (ORM or Math-Shepherd PRM)")
+    _add_common(p)
     rm = p.add_subparsers(dest="rm_command", required=True, metavar="ACTION")
-    t = rm.add_parser("train", formatter_class=fmt, help="train an ORM or a PRM on the policy's own verified samples",
+    t = rm.add_parser("train", help="train an ORM or a PRM on the policy's own verified samples",
                       description="Train a reward model from the policy's own verified samples (a samples file "
                                   "from `rlvr eval` via samples=PATH, or sampled fresh from task.*): kind=orm is a "
                                   "sequence classifier (objective=pointwise BCE or bradley_terry pairs), kind=prm "
@@ -528,31 +742,62 @@ def _add_rm_parser(sub, fmt) -> None:
                                   "model loads with `rlvr search --scorer orm:OUTPUT` / `prm:OUTPUT`.\n\n"
                                   "Example: rlvr rm train kind=prm task.name=arithmetic num_problems=32 "
                                   "output_dir=runs/rm/prm",
-                      epilog="config keys (override as key=value):\n" + describe_config(RMConfig))
+                      epilog_fn=_rm_help, full_epilog_fn=lambda: _rm_help(full=True))
     _add_config_args(t)
+    _add_common(t)
     t.set_defaults(func=_cmd_rm_train)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="rlvr", description=__doc__, formatter_class=fmt)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+_TRAIN_DESCRIPTION = (
+    "Train a policy with the RL recipe: sample rollout.group_size completions per prompt, score them with "
+    "reward.verifier (or the environment env.name), turn rewards into advantages with algorithm.advantage (grpo "
+    "by default; gae is PPO with a critic) and update with algorithm.policy_loss. Writes metrics.jsonl, "
+    "checkpoints and eval_*.json to train.output_dir.\n\n"
+    "Example: rlvr train configs/arithmetic_grpo.yaml train.steps=20 rollout.group_size=16")
 
-    p = sub.add_parser("train", help="train a policy with RL on verifiable rewards (GRPO by default)", formatter_class=fmt,
-                       description="Train a policy with the RL recipe: sample rollout.group_size completions per "
-                                   "prompt, score them with reward.verifier, turn rewards into advantages with "
-                                   "algorithm.advantage (grpo by default; gae is PPO with a critic) and update with "
-                                   "algorithm.policy_loss. Writes metrics.jsonl, checkpoints and eval_*.json to "
-                                   "train.output_dir.",
-                       epilog=_config_help())
+
+def _add_train_parser(sub) -> None:
+    p = sub.add_parser("train", help="train a policy with RL on verifiable rewards (GRPO by default)",
+                       description=_TRAIN_DESCRIPTION, epilog_fn=_run_help, full_epilog_fn=lambda: _run_help(True))
     _add_config_args(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint (train.resume=true)")
+    p.add_argument("--seeds", metavar="LIST",
+                   help="one run per seed, e.g. 0,1,2 or 0-4: train.seed=S in train.output_dir/seed-S/, then "
+                        "seeds.json, seeds.md and seeds.png (spread over seeds) in train.output_dir; resumable "
+                        "per seed (finished seeds are skipped, interrupted ones resume); Ray tasks with "
+                        "distributed.backend=ray")
+    _add_common(p)
     p.set_defaults(func=_cmd_train)
 
+
+def _add_seeds_parser(sub) -> None:
+    p = sub.add_parser("seeds", help="seed sweeps: `rlvr seeds summarize DIR` (median, IQR, curves; no training)")
+    seeds_sub = p.add_subparsers(dest="seeds_command", required=True, metavar="ACTION")
+    t = seeds_sub.add_parser("summarize", help="(re)build seeds.json/.md/.png from seed-<s> runs",
+                             description="Read the seed-<s> run directories under DIR (made by `rlvr train CONFIG "
+                                         "--seeds ...`, or by hand: one run per seed with train.output_dir="
+                                         "DIR/seed-<s>) and write DIR/seeds.json, seeds.md and seeds.png: per seed "
+                                         "the held-out accuracy before and after training (each evaluation "
+                                         "temperature) and its curve over steps (eval.every); over the finished "
+                                         "seeds the median, interquartile range, minimum, maximum and mean, with "
+                                         "bootstrap intervals over seeds and held-out problems. Trains nothing; "
+                                         "unfinished seeds are shown and left out of the statistics.\n\n"
+                                         "Example: rlvr seeds summarize runs/arithmetic_grpo")
+    t.add_argument("dir", help="the sweep's directory (train.output_dir of `rlvr train --seeds`)")
+    t.add_argument("--seeds", metavar="LIST", help="only these seeds (e.g. 0-4; default every seed-<s> directory)")
+    t.add_argument("--out", metavar="DIR", help="write the three files here instead of into DIR")
+    t.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    t.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    t.add_argument("--no-plot", action="store_true", help="skip seeds.png")
+    _add_common(t)
+    t.set_defaults(func=_cmd_seeds_summarize)
+
+
+def _add_eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="pass@k / maj@k / accuracy of a model on a benchmark, with a report",
-                       formatter_class=fmt, description=_EVAL_DESCRIPTION, epilog=_config_help())
+                       description=_EVAL_DESCRIPTION, epilog_fn=_run_help, full_epilog_fn=lambda: _run_help(True))
     _add_config_args(p)
+    _add_common(p)
     g = p.add_argument_group("problems")
     g.add_argument("--task", choices=("math500", "gsm8k", "aime24", "amc23", "jsonl"),
                    help="benchmark to evaluate on (default: the held-out split of the config's task)")
@@ -586,11 +831,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("config", help="print the resolved config", formatter_class=fmt, epilog=_config_help())
+
+def _add_config_parser(sub) -> None:
+    p = sub.add_parser("config", help="print the resolved config", description="Print the resolved config as YAML "
+                       "(defaults < the YAML file < the key=value overrides).",
+                       epilog_fn=_run_help, full_epilog_fn=lambda: _run_help(True))
     _add_config_args(p)
+    _add_common(p)
     p.set_defaults(func=_cmd_config)
 
-    p = sub.add_parser("verify", help="score completions in a JSONL file against references", formatter_class=fmt,
+
+def _add_verify_parser(sub) -> None:
+    p = sub.add_parser("verify", help="score completions in a JSONL file against references",
                        description="Read one JSON object per line with a completion and a reference answer, "
                                    "score each with a verifier (in parallel with --workers), and write one "
                                    "verdict per line (id, score, correct, extracted, reason) plus a summary JSON "
@@ -607,10 +859,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-error", choices=("skip", "stop"), default="skip",
                    help="a malformed input line: warn with file:line and skip it (default), or stop with an error")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_common(p)
     p.set_defaults(func=_cmd_verify)
 
+
+def _add_search_parser(sub) -> None:
     p = sub.add_parser("search", help="test-time search: strategies and budget sweeps over stored samples",
-                       formatter_class=fmt, description=_SEARCH_DESCRIPTION)
+                       description=_SEARCH_DESCRIPTION)
     p.add_argument("samples", nargs="?", help="samples file written by `rlvr eval` (*.samples.jsonl)")
     p.add_argument("--strategies", default="best_of_n,majority,weighted_majority",
                    help="comma list of best_of_n, majority, weighted_majority (default all three)")
@@ -636,6 +891,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="report JSON (default SAMPLES with .search.json)")
     p.add_argument("--plot", help="budget-sweep chart PNG (default the report path with .png)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    _add_common(p)
     g = p.add_argument_group("live beam search (--beam)")
     g.add_argument("--beam", action="store_true", help="run step-level beam search with the model on --task")
     g.add_argument("--task", help="math500, gsm8k, aime24, amc23 or jsonl (with --path)")
@@ -649,21 +905,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
     p.set_defaults(func=_cmd_search)
 
-    p = sub.add_parser("compare", help="does run B beat run A beyond noise? (IQM, stratified bootstrap)",
-                       formatter_class=fmt, description=_COMPARE_DESCRIPTION)
-    p.add_argument("methods", nargs="+", metavar="[NAME=]FILE[,FILE...]",
-                   help="results JSON files of one method (seeds and tasks, comma-separated); the first is the "
-                        "baseline every other is compared with")
+
+
+def _add_compare_parser(sub) -> None:
+    p = sub.add_parser("compare", help="does run B beat run A beyond noise? (seed sweeps, or eval results)",
+                       description=_COMPARE_DESCRIPTION)
+    p.add_argument("methods", nargs="+", metavar="[NAME=]PATH",
+                   help="a seed sweep (its directory or seeds.json), or results JSON files of one method (seeds "
+                        "and tasks, comma-separated); the first is the baseline every other is compared with")
+    p.add_argument("--metric", help="seed sweeps: evaluation keys to compare, e.g. greedy (default all shared)")
     p.add_argument("--resample", choices=("runs+problems", "runs", "problems"), default="runs+problems",
                    help="what the stratified bootstrap resamples within each task (default runs+problems)")
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--output", help="write the comparisons as JSON here")
+    _add_common(p)
     p.set_defaults(func=_cmd_compare)
 
+
+def _add_contamination_parser(sub) -> None:
     p = sub.add_parser("contamination", help="n-gram overlap between a training task and an evaluation set",
-                       formatter_class=fmt,
                        description="For each evaluation item, the fraction of its word n-grams (NFKC, lower-case, "
                                    "whitespace-split) found anywhere in the training texts; items at or above "
                                    "--threshold are flagged. TRAIN and EVAL are task names (gsm8k: train split as "
@@ -677,18 +939,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fields", help="JSONL fields holding the text, comma-separated (joined by newlines)")
     p.add_argument("--show", type=int, default=20, help="flagged items to print (default 20)")
     p.add_argument("--output", help="write the full report JSON here")
+    _add_common(p)
     p.set_defaults(func=_cmd_contamination)
 
-    _add_export_parser(sub, fmt)
-    _add_rm_parser(sub, fmt)
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rlvr`` parser: one sub-parser per command (each built by its own ``_add_*_parser``)."""
+    parser = _Parser(prog="rlvr", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    _add_common(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_train_parser, _add_seeds_parser, _add_eval_parser, _add_config_parser, _add_verify_parser, _add_search_parser,
+                _add_compare_parser, _add_contamination_parser, _add_export_parser, _add_rm_parser):
+        add(sub)
     return parser
+
+
+def _error(e: BaseException) -> None:
+    """``rlvr: error: ...``, one line per line of the message (a config file reports every bad key)."""
+    for line in str(e).splitlines() or [""]:
+        print(f"rlvr: error: {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     from rlvr.config import ConfigError
+    from rlvr.learner.checkpoint import NonFiniteWeightsError
+    from rlvr.learner.guards import TrainingDiverged
     from rlvr.models import ModelNotFoundError
+    from rlvr.plugins import PluginError, load_plugins
+    from rlvr.registry import RegistryError
     from rlvr.tasks.jsonl import DatasetError
+    from rlvr.types import ComponentError
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # before the parser exists: --help lists the components plugins register
+        load_plugins(_plugin_modules(argv))
+    except PluginError as e:
+        print(f"rlvr: error: {e}", file=sys.stderr)
+        return 2
     parser = build_parser()
     ns, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides after a flag (`rlvr train cfg.yaml --resume train.steps=5`) still count
@@ -699,9 +987,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return ns.func(ns)
-    except (ConfigError, ModelNotFoundError, DatasetError) as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+    except (ConfigError, ModelNotFoundError, DatasetError, RegistryError) as e:  # before anything ran
+        _error(e)
         return 2
+    except (ComponentError, TrainingDiverged, NonFiniteWeightsError) as e:  # a broken component, a diverged run
+        _error(e)
+        return 1
 
 
 if __name__ == "__main__":

@@ -19,10 +19,13 @@ int) except that a float field takes an int and a numeric string (PyYAML reads
 "1e5"; for ``str | None`` only ``null``/``~`` mean None); a list that is not valid
 YAML (``[+,-,*]``) is split on commas; ``section.dict_field.key=value`` sets one entry
 of a dict field.  A section's ``check()`` method, if it has one, runs after its fields
-are validated (innermost first).
+are validated (innermost first).  Numeric ranges are field constraints
+(``option(2e-5, "learning rate", gt=0)``), shown in :func:`describe_config`; a float
+field never takes NaN or infinity.
 
-Mistakes raise :class:`ConfigError` naming the file or override, the dotted key, the
-expected type and what was given, with a "did you mean" for misspelt keys.
+Mistakes raise :class:`ConfigError` naming the file (and line) or override, the dotted
+key, the expected type or range and what was given, with a "did you mean" for misspelt
+keys; every bad key of a file or of the overrides is reported, one per line.
 :func:`save_config` writes YAML that ``load_config`` reads back to an equal object.
 """
 
@@ -38,7 +41,8 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["ConfigError", "ConfigModel", "option", "load_config", "config_to_dict", "save_config", "describe_config"]
+__all__ = ["ConfigError", "ConfigModel", "option", "value_range", "load_config", "config_to_dict", "save_config",
+           "describe_config"]
 
 T = TypeVar("T", bound="ConfigModel")
 _NULLS = ("null", "Null", "NULL", "~")
@@ -49,16 +53,55 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the config's types."""
 
 
-def option(default: Any, help: str = "", *, default_factory: Callable[[], Any] | None = None) -> Any:
-    """A field with a default and a one-line doc: ``steps: int = option(100, "optimizer steps")``.
+def option(default: Any, help: str = "", *, default_factory: Callable[[], Any] | None = None,
+           gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
+           min_length: int | None = None, max_length: int | None = None) -> Any:
+    """A field with a default, a one-line doc and its valid range: ``steps: int = option(100, "optimizer steps",
+    ge=0)``.
 
-    With ``default_factory`` pass ``None`` as ``default``.
+    ``gt``/``ge``/``lt``/``le`` bound a number (for ``X | None`` the number, ``None`` stays allowed);
+    ``min_length``/``max_length`` bound a list.  With ``default_factory`` pass ``None`` as ``default``.
     """
+    bounds = {k: v for k, v in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le), ("min_length", min_length),
+                                ("max_length", max_length)) if v is not None}
     if default_factory is not None:
         if default is not None:
             raise TypeError("option(): give a default or a default_factory, not both")
-        return Field(default_factory=default_factory, description=help)
-    return Field(default=default, description=help)
+        return Field(default_factory=default_factory, description=help, **bounds)
+    return Field(default=default, description=help, **bounds)
+
+
+def value_range(field: Any) -> str:
+    """A field's constraints as text: ``> 0``, ``in (0, 1]``, ``>= 1``, ``2 items`` ("" when unconstrained)."""
+    b: dict[str, Any] = {}
+    for m in getattr(field, "metadata", ()):
+        for k in ("gt", "ge", "lt", "le", "min_length", "max_length"):
+            if getattr(m, k, None) is not None:
+                b[k] = getattr(m, k)
+    return _range_text(b)
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _range_text(b: Mapping[str, Any]) -> str:
+    lo = ("(", b["gt"]) if "gt" in b else ("[", b["ge"]) if "ge" in b else None
+    hi = (")", b["lt"]) if "lt" in b else ("]", b["le"]) if "le" in b else None
+    parts = []
+    if lo and hi:
+        parts.append(f"in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}")
+    elif lo:
+        parts.append(f"{'>' if lo[0] == '(' else '>='} {_num(lo[1])}")
+    elif hi:
+        parts.append(f"{'<' if hi[0] == ')' else '<='} {_num(hi[1])}")
+    n_lo, n_hi = b.get("min_length"), b.get("max_length")
+    if n_lo is not None and n_lo == n_hi:
+        parts.append(f"{n_lo} items")
+    elif n_lo is not None or n_hi is not None:
+        parts.append(" ".join(x for x in (f"at least {n_lo}" if n_lo else "", f"at most {n_hi}" if n_hi else "")
+                              if x) + " items")
+    return ", ".join(parts)
 
 
 def _is_union(tp: Any) -> bool:
@@ -95,7 +138,7 @@ def _numeric_strings(value: Any, tp: Any) -> Any:
 class ConfigModel(BaseModel):
     """A config section: unknown keys refused, strict types, every field a default and a doc."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False)
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=False, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -169,41 +212,121 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _explain(cls: type[ConfigModel], err: ValidationError) -> str:
-    """The first error of ``err`` as ``dotted.key: what was expected, what was given``."""
-    e = err.errors(include_url=False)[0]
+_KEYED = re.compile(r"[a-z_]+(\.[a-z_0-9]+|\[\d+\])+: ")
+_BOUNDS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
+
+
+def _explain_one(cls: type[ConfigModel], e: Mapping[str, Any]) -> tuple[list[Any], str]:
+    """One pydantic error as (its location, ``dotted.key: what was expected, what was given``)."""
     loc = [p for p in e["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in ("list", "dict")))]
     strs = [p for p in loc if isinstance(p, str)]
     key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
     if e["type"] == "extra_forbidden":
         section, _ = _field_at(cls, strs)
         if section is not None:
-            return _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields))
+            return loc, _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields))
     if e["type"] == "value_error":  # a check() hook: the message names its keys
         msg = str(e.get("ctx", {}).get("error", e["msg"]))
+        if _KEYED.match(msg):  # "section.key: why" already
+            return loc, msg
         where = f"config section '{key}'" if key else "config"
-        return f"invalid {where}: {msg}"
+        return loc, f"invalid {where}: {msg}"
     if e["type"] in ("model_type", "dict_type", "model_attributes_type"):
         section, tp = _field_at(cls, strs)
         sub = _section(tp) if tp is not None else None
         if sub is not None:
-            return f"{key}: expected a mapping for section {sub.__name__}, got {type(e['input']).__name__} " \
-                   f"{_shown(e['input'])}"
+            return loc, (f"{key}: expected a mapping for section {sub.__name__}, got {type(e['input']).__name__} "
+                         f"{_shown(e['input'])}")
     if e["type"] == "missing":
-        return f"{key}: no value and no default (every config field needs a default)"
+        return loc, f"{key}: no value and no default (every config field needs a default)"
+    ctx = e.get("ctx") or {}
+    if e["type"] in _BOUNDS:
+        bound = _BOUNDS[e["type"]]
+        section, _ = _field_at(cls, strs)
+        field = section.model_fields.get(strs[-1]) if section is not None and strs and loc[-1] == strs[-1] else None
+        rng = value_range(field) if field is not None else ""  # the whole range, e.g. "in (0, 1]" for top_p=0
+        return loc, f"{key}: must be {rng or _range_text({bound: ctx.get(bound)})}, got {_shown(e['input'])}"
+    if e["type"] in ("too_short", "too_long"):
+        section, _ = _field_at(cls, strs)
+        field = section.model_fields.get(strs[-1]) if section is not None and strs and loc[-1] == strs[-1] else None
+        rng = (value_range(field) if field is not None else "") or \
+            _range_text({k: ctx[k] for k in ("min_length", "max_length") if k in ctx})
+        return loc, f"{key}: needs {rng}, got {len(e['input'])}: {_shown(e['input'])}"
+    if e["type"] == "finite_number":
+        return loc, f"{key}: must be a finite number, got {_shown(e['input'])}"
     tp = _type_at(cls, loc)
     expected = _type_name(tp) if tp is not None else e["msg"].lower()
     if e["type"] == "literal_error":
         expected = "one of " + ", ".join(repr(a) for a in get_args(_members(tp)[0])) if tp is not None else e["msg"]
     hint = " (write a list as [a, b])" if isinstance(e["input"], str) and "list" in expected else ""
-    return f"{key}: expected {expected}, got {type(e['input']).__name__} {_shown(e['input'])}{hint}"
+    return loc, f"{key}: expected {expected}, got {type(e['input']).__name__} {_shown(e['input'])}{hint}"
 
 
-def _validate(cls: type[T], data: Mapping, source: str) -> T:
+def _validate(cls: type[T], data: Mapping, source: str | Callable[[list[Any]], str]) -> T:
+    """``cls`` from ``data``; every error becomes one line ``<source>: <key>: <why>`` of a :class:`ConfigError`
+    (``source`` is text, or a function of the error's location: a file's line, the override that set the key)."""
     try:
         return cls.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(f"{source}: {_explain(cls, err)}" if source else _explain(cls, err)) from None
+        lines = []
+        for e in err.errors(include_url=False):
+            loc, msg = _explain_one(cls, e)
+            where = source(loc) if callable(source) else source
+            line = f"{where}: {msg}" if where else msg
+            if line not in lines:
+                lines.append(line)
+        at = re.compile(r"^.*?:(\d+): ")  # a file's errors in the order of their lines
+        lines.sort(key=lambda t: int(m.group(1)) if (m := at.match(t)) else 0)
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _yaml_lines(text: str) -> dict[tuple, int]:
+    """The line (1-based) of every key and list item of a YAML document, by its path (``("train", "lr")``)."""
+    out: dict[tuple, int] = {}
+
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    out[path + (k.value,)] = k.start_mark.line + 1
+                    walk(v, path + (k.value,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                out[path + (i,)] = v.start_mark.line + 1
+                walk(v, path + (i,))
+
+    try:
+        walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    except yaml.YAMLError:
+        pass
+    return out
+
+
+def _file_source(path: str | Path, text: str) -> Callable[[list[Any]], str]:
+    lines = _yaml_lines(text)
+
+    def where(loc: list[Any]) -> str:
+        for n in range(len(loc), 0, -1):
+            if tuple(loc[:n]) in lines:
+                return f"{path}:{lines[tuple(loc[:n])]}"
+        return str(path)
+
+    return where
+
+
+def _override_source(overrides: Sequence[str]) -> Callable[[list[Any]], str]:
+    """The last override that set the error's key (or a key inside it, or the section holding it)."""
+    keys = [[p.strip() for p in str(o).partition("=")[0].split(".")] for o in overrides]
+
+    def where(loc: list[Any]) -> str:
+        strs = [p for p in loc if isinstance(p, str)]
+        for o, k in zip(reversed(list(overrides)), reversed(keys)):
+            n = min(len(k), len(strs))
+            if n and k[:n] == strs[:n]:
+                return f"override {o!r}"
+        return f"override {list(overrides)[-1]!r}" if len(overrides) == 1 else ""
+
+    return where
 
 
 # --------------------------------------------------------------------------- overrides
@@ -287,23 +410,26 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
     data = dict(data or {})
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
+            loaded = yaml.safe_load(text)
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: invalid YAML: {e}") from None
+        except yaml.YAMLError as e:  # one line: where the parser stopped, and why
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            why = " ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x)
+            raise ConfigError(f"{where}: invalid YAML: {why or ' '.join(str(e).split())}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, Mapping):
             raise ConfigError(f"{path}: the top level must be a mapping of config keys, got {type(loaded).__name__}")
         data = dict(loaded)
         if not overrides:
-            return _validate(cls, data, str(path))
-        _validate(cls, data, str(path))  # a mistake in the file is named as the file's
+            return _validate(cls, data, _file_source(path, text))
+        _validate(cls, data, _file_source(path, text))  # a mistake in the file is named as the file's
     for item in overrides:
         data = _apply_override(cls, data, item)
-    return _validate(cls, data, f"override {list(overrides)[-1]!r}" if len(overrides) == 1 else
-                     ("overrides" if overrides else ""))
+    return _validate(cls, data, _override_source(overrides) if overrides else "")
 
 
 def config_to_dict(cfg: BaseModel) -> dict[str, Any]:
@@ -340,8 +466,9 @@ def _describe(cls: type[ConfigModel], prefix: str, rows: list[tuple[str, str, st
         section = _section(tp)
         if section is None:
             default = f.get_default(call_default_factory=True)
+            rng = value_range(f)
             rows.append((key, f"{_type_name(tp)} = {_show(default if not isinstance(default, BaseModel) else None)}",
-                         doc))
+                         f"{doc} ({rng})" if rng else doc))
         else:
             if doc:
                 rows.append((key, "section", doc))

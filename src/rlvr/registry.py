@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-__all__ = ["Registry", "Entry", "RegistryError", "NoParams", "params_from_signature"]
+__all__ = ["Registry", "Entry", "RegistryError", "NoParams", "params_from_signature", "plain_text", "first_sentence"]
 
 T = TypeVar("T")
 
@@ -62,6 +63,10 @@ class Entry(Generic[T]):
     def options(self) -> list[str]:
         """The option names this component accepts."""
         return list(self.params.model_fields)
+
+    def summary(self) -> str:
+        """The first sentence of the doc, whole, as plain text (docstring markup removed)."""
+        return first_sentence(self.doc)
 
 
 def params_from_signature(fn: Callable, skip: int = 0, name: str | None = None,
@@ -133,8 +138,8 @@ class Registry(Generic[T]):
             skip = self.skip if skip is None else skip
             params = params_from_signature(obj, skip=skip, name=f"{name}_params", exclude=needs | inputs) \
                 if callable(obj) else NoParams
-        if doc is None:
-            doc = (inspect.getdoc(obj) or "").strip().splitlines()[0] if inspect.getdoc(obj) else ""
+        if doc is None:  # the docstring's first paragraph, on one line
+            doc = " ".join((inspect.getdoc(obj) or "").strip().split("\n\n")[0].split())
         entry = Entry(name=name, obj=obj, params=params, needs=needs, inputs=inputs, doc=doc, tags=frozenset(tags),
                       check=check)
         self._entries[name] = entry
@@ -168,7 +173,8 @@ class Registry(Generic[T]):
         except KeyError:
             where = f"{key}: " if key else ""
             close = difflib.get_close_matches(str(name), self.names(), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                "; one from another package needs --import MODULE (or plugins: [MODULE], or an installed plugin)"
             raise RegistryError(f"{where}unknown {self.kind} {name!r}; registered: "
                                 f"{', '.join(self.names()) or 'none'}{hint}") from None
 
@@ -226,6 +232,58 @@ class Registry(Generic[T]):
                 extra.append("needs: " + ", ".join(sorted(e.needs)))
             rows.append(f"{n}: {e.doc}" + (f" ({'; '.join(extra)})" if extra else ""))
         return "\n".join(rows)
+
+
+_ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")  # :func:`x`, :py:class:`~a.b`
+_LITERAL = re.compile(r"``(.+?)``|`([^`]+)`_*")
+_EMPHASIS = re.compile(r"(?<![\w*])(\*\*|\*)(?=\S)(.+?)(?<=\S)\1(?![\w*])")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
+_ABBREVIATIONS = ("al.", "e.g.", "i.e.", "cf.", "vs.", "Eq.", "eq.", "Fig.", "Dr.", "approx.", "resp.", "etc.")
+
+
+def plain_text(text: str) -> str:
+    """Docstring text without reStructuredText / Markdown markup, on one line: ``x`` and `x` -> x,
+    :func:`a.b` -> a.b (:class:`~a.B` -> B), *x* / **x** -> x, [x](url) -> x, a closing ``::`` -> ``:``."""
+    text = " ".join(str(text).split())
+
+    def role(m: re.Match) -> str:
+        target = m.group(1).strip()
+        return target.rsplit(".", 1)[-1] if m.group(0).split("`", 1)[1].startswith("~") else target
+
+    text = _ROLE.sub(role, text)
+    text = _LITERAL.sub(lambda m: m.group(1) or m.group(2), text)
+    text = _LINK.sub(r"\1", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    return re.sub(r"::(\s|$)", r":\1", text).strip()
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``'s first paragraph (plain text, see :func:`plain_text`), whole.
+
+    A sentence ends at ``.``, ``!`` or ``?`` followed by a space and not inside brackets or
+    quotes, and not after an abbreviation (``et al.``, ``e.g.``, ...); a closing ``:`` (text
+    that introduced a formula or a list) becomes a full stop.
+    """
+    text = plain_text(re.split(r"\n\s*\n", str(text).strip(), maxsplit=1)[0])
+    depth, quoted = 0, False
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == '"':
+            quoted = not quoted
+        elif ch in ".!?" and depth == 0 and not quoted and (i + 1 == len(text) or text[i + 1] == " "):
+            word = text[:i + 1].rsplit(" ", 1)[-1]
+            if word in _ABBREVIATIONS or re.fullmatch(r"[A-Z]\.", word):  # an initial: "J. Schulman"
+                continue
+            text = text[:i + 1]
+            break
+    text = text.strip()
+    if text.endswith(":"):  # "..., i.e.::" then a formula: the sentence before it
+        text = re.sub(r",?\s*(i\.e\.|e\.g\.)$", "", text[:-1].rstrip()).rstrip()
+        text = text if text.endswith((".", "!", "?")) else text + "."
+    return text
 
 
 def _origin(obj: Any) -> tuple[Any, ...]:

@@ -9,7 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Problem", "Sample", "Verdict", "Batch", "problem_text"]
+__all__ = ["Problem", "Sample", "Verdict", "Batch", "ImageInputs", "problem_text", "ComponentError",
+           "component_name"]
+
+
+class ComponentError(TypeError):
+    """A component (a verifier, an environment) broke its contract, e.g. returned the wrong type.
+
+    Raised at the first such call, naming the component: a programming error that no amount of
+    retrying fixes, so it stops the run instead of being scored as a wrong answer.
+    """
+
+
+def component_name(obj: Any) -> str:
+    """How messages name a component: its registry name when it was built from one, else its Python name."""
+    name = getattr(obj, "rlvr_name", None)
+    if name:
+        return repr(name)
+    fn = getattr(obj, "__name__", None) or type(obj).__name__
+    return f"{fn} ({getattr(obj, '__module__', None) or type(obj).__module__})"
 
 
 @dataclass
@@ -32,6 +50,11 @@ class Problem:
     """Free-form extra fields (subject, level, difficulty knobs, source line...)."""
     tools: list[dict] | None = None
     """JSON schemas of tools offered through the chat template (``apply_chat_template(tools=...)``)."""
+    images: list[Any] | None = None
+    """Images the question is about, in the order they are shown (any number): file paths (``str`` /
+    ``PathLike``) or decoded images (``PIL.Image.Image``, or ``numpy`` arrays ``[H, W]`` / ``[H, W, C]``).
+    A vision-language policy sees them before the text of the first user message (or where that message's
+    content lists ``{"type": "image"}`` parts); None or empty: a text-only problem, rendered as before."""
 
     def __post_init__(self) -> None:
         if self.prompt is None and not self.messages:
@@ -46,6 +69,24 @@ class Problem:
         if system_prompt and (not msgs or msgs[0].get("role") != "system"):
             msgs.insert(0, {"role": "system", "content": system_prompt})
         return msgs
+
+
+@dataclass
+class ImageInputs:
+    """A prompt's image inputs as a vision-language processor made them (shared by the samples of a group).
+
+    ``tensors`` are the processor's outputs besides the token ids and attention mask (``pixel_values``, and
+    e.g. ``image_sizes`` / ``image_grid_thw``), each with the images along dimension 0, so the inputs of
+    several rows are their concatenation in row order (:func:`rlvr.models.vision.merge_image_inputs`).
+    """
+
+    tensors: dict[str, Any]
+    """Processor outputs other than ``input_ids`` / ``attention_mask``, images along dimension 0."""
+    key: str
+    """Content hash of the images: rows whose prompt ids are equal (the image placeholders are the same
+    tokens for every image) share a prompt only when their keys are equal too."""
+    num_image_tokens: int = 0
+    """Image placeholder tokens in the prompt ids (never in a loss mask)."""
 
 
 @dataclass
@@ -93,6 +134,9 @@ class Sample:
     ``completion_ids`` after each policy turn), ``turn_rewards``, tool-call counts, ``end`` (why it ended);
     with guidance (:mod:`rlvr.rollout.guidance`) ``guidance`` ("hint" or "demo"), ``hint_tokens``, ``hint_text``
     and ``off_policy`` (True for a demonstration, whose ``logprobs`` are 0: behaviour probability 1)."""
+    image_inputs: ImageInputs | None = None
+    """The prompt's image inputs (a problem with images sampled by a vision-language policy), which the
+    learner's forward pass needs with ``prompt_ids``; None for text."""
 
     @property
     def num_tokens(self) -> int:
@@ -111,7 +155,10 @@ class Batch:
     [B, T] (per-token estimators); ``values`` (the critic's predictions when the
     rollouts were scored) and ``returns`` (its targets) are [B, T], PPO only.
     ``off_policy`` is [B] bool, True for off-policy rows (guidance demonstrations, whose loss is
-    LUFFY's shaped term), or None when every row is on-policy.
+    LUFFY's shaped term), or None when every row is on-policy.  ``image_inputs`` (rows of a
+    vision-language policy with images) go with the rows through every selection of rows.
+    ``token_select`` is [B, T] bool, the tokens a batch-wide loss rule chose (Clip-Cov / KL-Cov, set by
+    the learner), or None.
     """
 
     input_ids: Any
@@ -123,6 +170,9 @@ class Batch:
     values: Any | None = None
     returns: Any | None = None
     off_policy: Any | None = None
+    token_select: Any | None = None
+    image_inputs: list[ImageInputs | None] | None = None
+    """Per row, the prompt's :class:`ImageInputs` (None for a text row); None when no row has images."""
 
 
 def problem_text(problem: Any) -> str:

@@ -217,7 +217,7 @@ def test_value_loss_by_hand_and_gradient():
 def test_registry_names_extra_inputs_and_binding():
     assert ADVANTAGE_ESTIMATORS.entry("entropy_guided").needs == {"entropy", "mask"}
     assert ADVANTAGE_ESTIMATORS.entry("gae").needs == {"values", "mask"}
-    assert ADVANTAGE_ESTIMATORS.entry("reinforce_pp").inputs == {"mask", "kl"}
+    assert ADVANTAGE_ESTIMATORS.entry("reinforce_pp").inputs == {"mask", "kl", "kl_coef"}
     r = T([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
     needs_params = {"noisy_backward": dict(rho0=0.1, rho1=0.2), "noisy_forward": dict(rho1=0.2)}
     for name in ADVANTAGE_ESTIMATORS:

@@ -9,9 +9,9 @@ import pytest
 from rlvr.cli import main
 
 
-def test_train_help_lists_every_config_key(capsys):
+def test_train_help_all_lists_every_config_key(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["train", "--help"])
+        main(["train", "--help-all"])
     assert e.value.code == 0
     out = capsys.readouterr().out
     for key in ("train.steps", "rollout.group_size", "algorithm.clip_high", "eval.num_problems", "model.name"):

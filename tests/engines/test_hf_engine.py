@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.engines import HFEngine, SamplingParams, format_prompt
-from rlvr.engines.kv_cache import PreallocatedCache
+from rlvr.engines.kv_cache import PreallocatedCache, cache_kwarg
 from rlvr.types import Problem
 
 PROBLEMS = [Problem(id="a", prompt="What is 2 + 3?", answer="5"),
@@ -31,9 +31,10 @@ def test_preallocated_cache_matches_dynamic_cache(tiny_model):
     outs = []
     for cache in (DynamicCache(), PreallocatedCache(tiny_model.config.num_hidden_layers, capacity=9)):
         with torch.no_grad():
-            out = tiny_model(input_ids=ids, past_key_values=cache, use_cache=True)
-            for _ in range(4):  # goes past capacity 9: exercises growth
-                out = tiny_model(input_ids=step, past_key_values=out.past_key_values, use_cache=True)
+            kw = {cache_kwarg(tiny_model): cache}  # past_key_values before transformers renamed it to cache
+            out = tiny_model(input_ids=ids, use_cache=True, **kw)
+            for _ in range(4):  # goes past capacity 9: exercises growth (the model fills the cache in place)
+                out = tiny_model(input_ids=step, use_cache=True, **kw)
         outs.append(out.logits)
     assert torch.allclose(outs[0], outs[1], atol=1e-6)
 
@@ -43,7 +44,7 @@ def test_preallocated_cache_batch_ops(tiny_model):
     ids = torch.randint(4, 90, (2, 5))
     cache = PreallocatedCache(tiny_model.config.num_hidden_layers, capacity=16)
     with torch.no_grad():
-        tiny_model(input_ids=ids, past_key_values=cache, use_cache=True)
+        tiny_model(input_ids=ids, use_cache=True, **{cache_kwarg(tiny_model): cache})
     cache.batch_repeat_interleave(3)
     assert cache.layers[0].keys.shape[0] == 6 and cache.get_seq_length() == 5
     k_before = cache.layers[0].keys.clone()

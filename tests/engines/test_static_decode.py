@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from rlvr.engines import HFEngine, SamplingParams
-from rlvr.engines.static_decode import DecoderPool, StaticDecoder, static_batch, static_capacity
+from rlvr.engines.kv_cache import cache_kwarg
+from rlvr.engines.static_decode import (STATIC_DECODE_MIN_TRANSFORMERS, DecoderPool, StaticDecoder, static_batch,
+                                       static_capacity, static_decode_available)
 from rlvr.types import Problem
 
 from conftest import make_model
+
+needs_static = pytest.mark.skipif(
+    not static_decode_available(), reason=f"decode='static' needs transformers >= {STATIC_DECODE_MIN_TRANSFORMERS} "
+                                          "(the oldest-versions run checks that it is refused instead)")
 
 PROBLEMS = [Problem(id="a", prompt="What is 2 + 3?", answer="5"),
             Problem(id="b", prompt="Compute 17 * 3 please, and be quick.", answer="51"),
@@ -43,6 +50,7 @@ def test_static_batch_and_capacity_rounding():
     assert static_capacity(70, 64) == 128
 
 
+@needs_static
 @pytest.mark.parametrize("temperature, seeds", [(0.0, None), (0.9, None), (0.9, [5, 6, 7])])
 def test_static_decode_samples_what_the_dynamic_loop_samples(tiny_tokenizer, temperature, seeds):
     model = _model(tiny_tokenizer)
@@ -58,6 +66,7 @@ def test_static_decode_samples_what_the_dynamic_loop_samples(tiny_tokenizer, tem
         assert torch.allclose(torch.tensor(lp_got), torch.tensor(lp_ref), atol=1e-9)
 
 
+@needs_static
 def test_static_decode_reuses_one_decoder_across_chunks_and_calls(tiny_tokenizer):
     model = _model(tiny_tokenizer)
     engine = HFEngine(model, tiny_tokenizer, batch_size=4, decode="static")  # one problem x 3 rows per chunk
@@ -67,17 +76,20 @@ def test_static_decode_reuses_one_decoder_across_chunks_and_calls(tiny_tokenizer
     assert len(engine._decoders) == 1  # batch 4 x capacity 128 for every chunk
 
 
+@needs_static
 def test_static_decoder_refuses_a_prefill_that_does_not_fit(tiny_tokenizer):
     model = _model(tiny_tokenizer)
     dec = StaticDecoder(model, batch=2, capacity=8)
+    prefill = DynamicCache()
     with torch.no_grad():
-        out = model(input_ids=torch.ones((1, 8), dtype=torch.long), use_cache=True)
+        model(input_ids=torch.ones((1, 8), dtype=torch.long), use_cache=True, **{cache_kwarg(model): prefill})
     with pytest.raises(ValueError, match="does not fit"):
-        dec.load(out.past_key_values, torch.ones((1, 8), dtype=torch.long), n=1)  # no room for a new token
+        dec.load(prefill, torch.ones((1, 8), dtype=torch.long), n=1)  # no room for a new token
     with pytest.raises(ValueError, match="does not fit"):
-        dec.load(out.past_key_values, torch.ones((1, 4), dtype=torch.long), n=3)  # 3 rows > batch 2
+        dec.load(prefill, torch.ones((1, 4), dtype=torch.long), n=3)  # 3 rows > batch 2
 
 
+@needs_static
 def test_decoder_pool_keeps_the_most_recent(tiny_tokenizer):
     model = _model(tiny_tokenizer)
     pool = DecoderPool(size=2)
@@ -86,6 +98,14 @@ def test_decoder_pool_keeps_the_most_recent(tiny_tokenizer):
     pool.get(model, 4, 16, False)
     pool.get(model, 2, 32, False)  # evicts (2, 16)
     assert len(pool) == 2 and pool.get(model, 2, 16, False) is not a
+
+
+@pytest.mark.skipif(static_decode_available(), reason="this transformers supports decode='static' (tested above)")
+def test_static_decode_on_an_older_transformers_is_refused_with_the_reason(tiny_tokenizer):
+    engine = HFEngine(_model(tiny_tokenizer), tiny_tokenizer, decode="static")
+    with pytest.raises(RuntimeError, match=rf"upgrade transformers \(>= {STATIC_DECODE_MIN_TRANSFORMERS}\) or use "
+                                           "decode='dynamic'"):
+        engine.generate(PROBLEMS, SamplingParams(n=2, max_new_tokens=4, temperature=0.0))
 
 
 def test_static_decode_refuses_sliding_window_layers(tiny_tokenizer):
@@ -109,6 +129,7 @@ def test_bad_decode_mode_fails_at_construction_and_config_load(tiny_model, tiny_
     assert cfg.rollout.engine_params == {"decode": "compiled"}
 
 
+@needs_static
 def test_compiled_decode_traces_one_graph_and_samples_what_the_dynamic_loop_samples(tiny_tokenizer):
     """``torch.compile(fullgraph=True)`` of the step: no graph break (the GPU records this trace as a CUDA
     graph), the same tokens, and no recompilation on later steps, chunks or calls of the same shape."""
@@ -128,6 +149,7 @@ def test_compiled_decode_traces_one_graph_and_samples_what_the_dynamic_loop_samp
     assert torch._dynamo.config.recompile_limit >= 64  # later decoders of other shapes still compile
 
 
+@needs_static
 def test_compiled_decode_survives_the_training_loop_without_recompiling(tiny_tokenizer):
     """What a GRPO run does between rollouts: the learner changes the weights, the engine's bf16 copy is
     refilled in place (``sync_weights``), or freed and reallocated around the learner step (``sleep``).

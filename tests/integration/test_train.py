@@ -235,11 +235,12 @@ def test_bf16_autocast_trains_fp32_master_weights(tmp_path, tiny_tokenizer):
 
 
 @pytest.mark.parametrize("extra", [
-    ("algorithm.advantage=rloo", "algorithm.policy_loss=dual_clip"),
+    ("algorithm.advantage=rloo", "algorithm.policy_loss=dual_clip", "algorithm.mini_batches=2"),
     ("algorithm.advantage=passk", "algorithm.advantage_params.k=2", "rollout.group_size=8",
      "algorithm.policy_loss=gspo",
      "algorithm.loss_agg=seq_mean_token_mean"),
-    ("algorithm.advantage=w_reinforce", "algorithm.policy_loss=topr", "algorithm.entropy_coef=0.01"),
+    ("algorithm.advantage=w_reinforce", "algorithm.policy_loss=topr", "algorithm.entropy_coef=0.01",
+     "algorithm.mini_batches=2"),
     ("algorithm.advantage=noisy_backward", "algorithm.advantage_params={rho0: 0.1, rho1: 0.1}",
      "algorithm.is_correction=tis", "rollout.dtype=bfloat16", "reward.overlong_cache_len=4"),
     ("train.logprob_chunk_size=5", "train.micro_batch_tokens=40", "train.activation_checkpointing=true",

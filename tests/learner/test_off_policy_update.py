@@ -41,7 +41,7 @@ def test_learner_loss_on_a_demonstration_row_is_the_shaped_term():
     tok = make_tokenizer()
     model = make_model(tok)
     batch, start, logp = _batch(tok, model)
-    cfg = load_config(RunConfig, None, ["train.micro_batch_size=4", "train.lr=0", "guidance.demonstrations=true",
+    cfg = load_config(RunConfig, None, ["train.micro_batch_size=4", "guidance.demonstrations=true",
                                         "guidance.shaping_gamma=0.2"])
     out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, cfg)
     mask = batch.completion_mask[:, start:]

@@ -108,6 +108,17 @@ def test_packed_equals_padded_values_and_gradients(tiny_tokenizer, chunk, attn, 
         torch.testing.assert_close(g, res[1][3][n], atol=2e-5 * max(1.0, float(g.abs().max())), rtol=1e-4, msg=n)
 
 
+def test_packing_without_a_mask_is_refused_on_a_torch_that_would_mix_rows(tiny_tokenizer, monkeypatch):
+    """Before torch 2.6, transformers drops the packed-sequence mask (rows then attend across each other:
+    measured with torch 2.4, grad_norm off by 2%); the learner refuses instead of computing that."""
+    model = make_model(tiny_tokenizer)
+    b = collate(_samples(), torch.ones(len(_samples())), tiny_tokenizer.pad_token_id)
+    start = int(b.completion_mask.any(0).nonzero()[0])
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(RuntimeError, match=r"needs torch >= 2.6 \(this is 2.5.1\+cpu\)"):
+        packed_logprobs(model, b.input_ids, b.attention_mask, start)
+
+
 def test_update_policy_packed_matches_padded(tiny_tokenizer):
     from rlvr.config import load_config
     from rlvr.learner.update import update_policy

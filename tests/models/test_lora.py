@@ -158,10 +158,15 @@ def test_missing_peft_names_the_extra(monkeypatch):
 
 
 def test_settings_validate():
-    with pytest.raises(ValueError, match="lora.r"):
-        LoraSettings(r=0).check()
-    with pytest.raises(ValueError, match="target_modules"):
-        LoraSettings(target_modules=[]).check()
+    from rlvr.config import ConfigError, load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(ConfigError, match=r"model.lora.r: must be >= 1, got 0"):
+        load_config(RunConfig, None, ["model.lora.r=0"])
+    with pytest.raises(ConfigError, match=r"model.lora.target_modules: needs at least 1 items, got 0"):
+        load_config(RunConfig, None, ["model.lora.target_modules=[]"])
+    with pytest.raises(ValueError, match="r"):
+        LoraSettings(r=0)
 
 
 # ----------------------------------------------------------------------------- through the recipe

@@ -327,7 +327,7 @@ def test_config_refuses_what_guidance_cannot_run(on, extra, match):
 @pytest.mark.parametrize("loss", ["ppo_clip", "dual_clip", "gspo", "topr"])
 def test_demonstrations_train_with_every_policy_loss(tmp_path, loss):
     r, rows = _train(tmp_path, "guidance.demonstrations=true", f"algorithm.policy_loss={loss}", "train.steps=1",
-                     "algorithm.loss_agg=seq_mean_token_mean")
+                     "algorithm.loss_agg=seq_mean_token_mean", "algorithm.mini_batches=2")
     assert rows[0]["guidance/demo_groups"] > 0 and rows[0]["learner_seqs"] > 0 and math.isfinite(rows[0]["loss"])
 
 

@@ -14,7 +14,7 @@ from rlvr.verifiers.hack_suite import ADD_REF, HACKS, HELPER_REF, MEAN_REF, STDI
 
 def test_catalogue_is_large_and_covers_every_kind():
     assert len(HACKS) >= 30
-    assert {h.kind for h in HACKS} == {"code", "math", "judge"}
+    assert {h.kind for h in HACKS} == {"code", "math", "judge", "grounding"}
     assert len({h.name for h in HACKS}) == len(HACKS)
 
 

@@ -189,8 +189,23 @@ def test_safe_verify():
     v = safe_verify(broken, "x", "1")
     assert v.score == 0.0 and v.extracted is None
     assert v.reason.startswith("verifier error: ") and "oops" in v.reason
-    assert safe_verify(lambda c, r: "not a verdict", "x", "1").reason.startswith("verifier error")
     assert safe_verify(get_verifier("numeric"), "\\boxed{3}", "3").correct
+
+
+def test_safe_verify_refuses_a_wrong_return_type_naming_the_verifier():
+    """A verifier returning a bool (or a Verdict without a numeric score) is a bug, not a wrong answer: it fails at
+    its first call with a message naming it, instead of scoring every sample 0 in silence."""
+    from rlvr.types import ComponentError, Verdict
+
+    def says_bool(completion, reference):
+        return completion == reference
+
+    with pytest.raises(ComponentError, match=r"verifier says_bool .*returned bool True.*Verdict"):
+        safe_verify(says_bool, "1", "1")
+    with pytest.raises(ComponentError, match="score is str '1'"):
+        safe_verify(lambda c, r: Verdict("1"), "x", "1")
+    verify = get_verifier("numeric")
+    assert getattr(verify, "rlvr_name", None) == "numeric"  # messages name the registry entry
 
 
 # ---------------------------------------------------------------- real data

@@ -19,6 +19,13 @@ from rlvr.algorithms.advantages import (
     w_reinforce_advantages,
 )
 from rlvr.algorithms.diagnostics import step_diagnostics
+from rlvr.algorithms.entropy_control import (
+    EntropyFloor,
+    batch_token_selection,
+    clip_cov_loss,
+    kl_cov_loss,
+    token_covariance,
+)
 from rlvr.algorithms.gae import gae_advantages, masked_whiten, ppo_gae_advantages, value_loss
 from rlvr.algorithms.importance import (
     IS_CORRECTIONS,
@@ -63,8 +70,11 @@ __all__ = [
     "POLICY_LOSSES",
     "DifficultyFilter",
     "DynamicSamplingBuffer",
+    "EntropyFloor",
     "ReferenceResetSchedule",
     "aggregate_loss",
+    "batch_token_selection",
+    "clip_cov_loss",
     "drgrpo_advantages",
     "dual_clip_loss",
     "dynamic_sampling_filter",
@@ -82,6 +92,7 @@ __all__ = [
     "informative_groups",
     "is_correction_weights",
     "is_log_ratio",
+    "kl_cov_loss",
     "kl_estimate",
     "kl_in_reward",
     "kl_loss",
@@ -104,6 +115,7 @@ __all__ = [
     "rloo_advantages",
     "selective_log_softmax",
     "step_diagnostics",
+    "token_covariance",
     "topr_loss",
     "truncated_is_weights",
     "value_loss",

@@ -439,10 +439,12 @@ _A.add("grpo", grpo_advantages)
 _A.add("drgrpo", drgrpo_advantages)
 _A.add("rloo", rloo_advantages)
 _A.add("reinforce", reinforce_advantages, tags={"single_sample"})
-_A.add("reinforce_pp", reinforce_pp_advantages, inputs={"mask", "kl"}, tags={"single_sample"})
+# REINFORCE++ whitens every completion token of the batch: the recipe passes the completion mask, and with
+# algorithm.kl_in_reward the per-token KL and algorithm.kl_coef (inputs, not advantage_params options)
+_A.add("reinforce_pp", reinforce_pp_advantages, inputs={"mask", "kl", "kl_coef"}, tags={"single_sample"})
 _A.add("reinforce_pp_baseline", functools.partial(reinforce_pp_advantages, baseline="group_mean"),
-       params=params_from_signature(reinforce_pp_advantages, skip=2, exclude={"mask", "kl", "baseline"}),
-       inputs={"mask", "kl"}, doc="REINFORCE++ with the group mean as baseline")
+       params=params_from_signature(reinforce_pp_advantages, skip=2, exclude={"mask", "kl", "kl_coef", "baseline"}),
+       inputs={"mask", "kl", "kl_coef"}, doc="REINFORCE++ with the group mean as baseline")
 _A.add("gae", _gae_estimator, needs={"values", "mask"}, inputs={"kl", "kl_coef"}, tags={"single_sample", "critic"})
 def _check_passk(params: dict, group_size: int, **_) -> None:
     k = params["k"]  # the option's default filled in by the registry

@@ -21,6 +21,7 @@ learner (:mod:`rlvr.algorithms.importance`).  ``metrics`` always hold
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable
 
 import torch
@@ -46,6 +47,7 @@ __all__ = [
     "entropy_bonus",
     "POLICY_LOSSES",
     "get_policy_loss",
+    "loss_aggregation",
     "grpo_loss",
     "entropy_from_logits",
     "selective_log_softmax",
@@ -393,6 +395,18 @@ def get_policy_loss(name: str, **params) -> PolicyLoss:
     return functools.partial(fn, **params) if params else fn
 
 
+def loss_aggregation(name: str) -> str:
+    """The aggregation the policy loss ``name`` is defined with: the default of its ``agg`` parameter.
+
+    ``ppo_clip`` / ``dual_clip``: ``token_mean`` (DAPO's token-level loss); ``gspo``: ``seq_mean_token_mean``
+    (GSPO's ``1/B sum_i`` over sequences of length-normalised ratios; verl forces it for GSPO);
+    ``topr``: ``seq_mean_token_sum`` (TOPR's ``sum_t log pi(y_t)`` per sequence).  The recipe uses it when
+    ``algorithm.loss_agg`` is not set.
+    """
+    param = inspect.signature(POLICY_LOSSES.get(name)).parameters.get("agg")
+    return "token_mean" if param is None or param.default is inspect.Parameter.empty else param.default
+
+
 def kl_loss(logp: Tensor, ref_logp: Tensor, mask: Tensor, *, kind: str = "k3", agg: str = "token_mean",
             max_len: int | None = None) -> Tensor:
     """KL(pi || pi_ref) as a loss term (GRPO, Shao et al. 2024): ``agg(KL_kind)`` with the per-token
@@ -424,7 +438,7 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
               agg: str = "token_mean", max_len: int | None = None, policy_loss: str = "ppo_clip",
               policy_loss_params: dict | None = None, entropy: Tensor | None = None, entropy_coef: float = 0.0,
               is_weights: Tensor | None = None, off_policy: Tensor | None = None,
-              shaping_gamma: float = 0.1) -> tuple[Tensor, dict[str, Tensor]]:
+              shaping_gamma: float = 0.1, token_select: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
 
         loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
@@ -435,7 +449,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     :data:`POLICY_LOSSES` chosen by ``policy_loss`` (``clip_low`` /
     ``clip_high`` are passed to ``"ppo_clip"`` and ``"dual_clip"`` only; other
     hyper-parameters go in ``policy_loss_params``); ``is_weights`` are passed
-    through to it.  The per-token KL estimate is
+    through to it, and so is ``token_select`` ([B, T] bool, when given: the tokens a batch-wide rule chose,
+    for the losses that take it, e.g. Clip-Cov / KL-Cov).  The per-token KL estimate is
     :func:`rlvr.algorithms.kl.kl_estimate` (``"k3"`` in the paper), reduced
     with the same aggregation ``agg``.  The KL term is added only when
     ``kl_coef > 0``, which then requires ``ref_logp``; the entropy bonus
@@ -467,6 +482,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     if "clip_range" in POLICY_LOSSES.entry(policy_loss).tags:
         params.setdefault("clip_low", clip_low)
         params.setdefault("clip_high", clip_high)
+    if token_select is not None:
+        params["token_select"] = token_select
     fn = get_policy_loss(policy_loss)
     if off_policy is not None and bool(off_policy.any()):
         off = off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1)

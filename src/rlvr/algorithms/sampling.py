@@ -24,8 +24,10 @@ def informative_groups(rewards: Tensor, group_size: int) -> Tensor:
 
 def dynamic_sampling_filter(rewards: Tensor, group_size: int) -> tuple[Tensor, Tensor]:
     """DAPO dynamic sampling (Yu et al. 2025, "DAPO", Sec. 3.2, Eq. 11): keep only groups with
-    ``0 < #{correct} < G``, i.e. whose rewards are not all equal, because all-correct or
-    all-wrong groups have zero advantage and only shrink the effective batch.
+    ``0 < #{correct} < G``, i.e. whose accuracies are not all equal, because all-correct or
+    all-wrong groups have zero advantage and only shrink the effective batch.  Pass the
+    verdicts (1 correct, 0 wrong), as verl filters on ``acc``: a shaped reward (overlong
+    punishment, length bonus) can differ within an all-correct group.
 
     Returns:
         ``(keep_groups [N / G], keep_samples [N])`` bool masks.
@@ -47,8 +49,9 @@ class DynamicSamplingBuffer:
                 buf.add(group, rewards)
         groups = buf.take()    # exactly P groups: the kept ones first, topped up with dropped ones
 
-    A group is *informative* when its rewards are not all equal (it has a non-zero
-    group-relative advantage).  With ``drop_uninformative=False`` every group counts
+    A group is *informative* when the outcomes it is added with are not all equal; the recipe
+    passes the verdicts' accuracy (DAPO's Eq. 11 counts correct answers; see
+    :func:`dynamic_sampling_filter`).  With ``drop_uninformative=False`` every group counts
     as kept (one round, plain GRPO).  If the rounds run out first, the batch is
     topped up with dropped groups (their advantage is 0, so they only count towards
     the step's statistics).  ``generated`` counts every group's samples.
@@ -88,7 +91,8 @@ class DynamicSamplingBuffer:
         self.rounds += 1
 
     def add(self, group: Any, rewards: Tensor) -> bool:
-        """Add one group (anything; ``rewards`` are its ``group_size`` rewards); returns whether it is kept."""
+        """Add one group (anything; ``rewards`` are its ``group_size`` outcomes the filter reads, e.g. 1 / 0
+        verdicts); returns whether it is kept."""
         r = torch.as_tensor(rewards)
         if r.numel() != self.group_size:
             raise ValueError(f"a group has {self.group_size} rewards, got {r.numel()}")

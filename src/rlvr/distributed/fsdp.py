@@ -206,13 +206,18 @@ class DataParallel:
         dist.all_reduce(most, op=dist.ReduceOp.MAX, group=self.group)
         return max(float(sums[0]), 1.0), int(sums[1]), int(most[0])
 
-    def idle_pass(self, model, ref_model=None) -> None:
-        """Forward + backward with zero loss (and a reference forward when the step has one)."""
+    def idle_pass(self, model, ref_model=None, backward: bool = True) -> None:
+        """Forward + backward with zero loss (and a reference forward when the step has one); ``backward=False``:
+        the forward alone (a no-grad pass, e.g. the ``logp_old`` pass before several optimizer steps)."""
         device = next(model.parameters()).device
         ids = torch.zeros((1, 1), dtype=torch.long, device=device)
         if ref_model is not None:
             with torch.no_grad():
                 ref_model(input_ids=ids, use_cache=False, logits_to_keep=1)
+        if not backward:
+            with torch.no_grad():
+                model(input_ids=ids, use_cache=False, logits_to_keep=1)
+            return
         out = model(input_ids=ids, use_cache=False, logits_to_keep=1)
         (out.logits.float().sum() * 0.0).backward()
 

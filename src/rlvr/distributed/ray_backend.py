@@ -13,6 +13,9 @@ group whose bundles 1.. hold the rollout workers, so Ray places the learner's
 GPU/CPUs and every worker's together; samples flow from the workers to it and
 weights back through the object store).  One learner process; data-parallel
 learners (FSDP2, ``rlvr.distributed.fsdp``) are not wired into this layout yet.
+``submit_to_cluster`` starts that layout without waiting: ``rlvr train --seeds``
+with ``distributed.backend: ray`` submits one per seed and Ray starts each when
+its placement group fits (``rlvr.recipes.seeds``).
 
 One ``generate`` call:
 
@@ -52,7 +55,8 @@ from rlvr.engines.base import SamplingParams
 from rlvr.types import Problem, Sample
 
 __all__ = ["RAY_MISSING", "import_ray", "init_ray", "reserve", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
-           "LearnerActor", "train_on_cluster", "shard_bounds", "check_groups"]
+           "LearnerActor", "ClusterRun", "run_bundles", "submit_to_cluster", "train_on_cluster", "shard_bounds",
+           "check_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -368,6 +372,76 @@ class LearnerActor:
         return summary
 
 
+@dataclass
+class ClusterRun:
+    """A recipe started in a :class:`LearnerActor` by :func:`submit_to_cluster`.
+
+    ``ref`` resolves to the recipe's summary (``ray.get`` / ``ray.wait``); :meth:`release` kills the actor and
+    frees the placement group (call it once the run is done, failed or abandoned).
+    """
+
+    ref: Any
+    actor: Any
+    placement_group: Any
+    ray: Any
+
+    def release(self) -> None:
+        _release(self.ray, self.placement_group, [self.actor])
+
+
+def run_bundles(cfg) -> list[dict[str, float]]:
+    """One run's placement-group bundles: ``[learner] + num_rollout_workers x [rollout worker]``."""
+    d = cfg.distributed
+    learner = {"CPU": d.cpus_per_learner, **({"GPU": d.gpus_per_learner} if d.gpus_per_learner else {})}
+    rollout = {"CPU": d.cpus_per_rollout_worker,
+               **({"GPU": d.gpus_per_rollout_worker} if d.gpus_per_rollout_worker else {})}
+    return [learner] + [rollout] * d.num_rollout_workers
+
+
+def submit_to_cluster(recipe_cls, cfg, *, ready_timeout: float | None = 300.0, **kwargs) -> ClusterRun:
+    """Start ``recipe_cls(cfg, **kwargs).train()`` in a learner actor placed with its rollout workers; do not wait.
+
+    One placement group holds :func:`run_bundles`; the recipe runs in a ``LearnerActor`` in bundle 0 and its
+    rollout workers go to bundles 1...  ``ready_timeout``: seconds to wait for the group's resources before
+    starting (a RuntimeError that shows the cluster's resources if they never come); None: do not wait, Ray
+    starts the run when the cluster has room for its group (several runs queue in Ray's scheduler), and only a
+    group larger than the whole cluster is refused at once.  Paths in the config are made absolute first: the
+    actor's working directory is Ray's.
+    """
+    from pathlib import Path
+
+    d = cfg.distributed
+    ray = init_ray(d.address, d.num_cpus)
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    if kwargs.get("on_step") is not None:
+        raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
+    kwargs.pop("on_step", None)
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
+        update={"output_dir": str(Path(cfg.train.output_dir).resolve())})})
+    bundles = run_bundles(cfg)
+    if ready_timeout is not None:
+        pg = reserve(bundles, d.placement_strategy, ready_timeout)
+    else:
+        have = ray.cluster_resources()
+        for res in ("CPU", "GPU"):
+            need = sum(b.get(res, 0.0) for b in bundles)
+            if need > have.get(res, 0.0) + 1e-9:
+                raise RuntimeError(f"one run needs {need:g} {res} (bundles {bundles}) but the Ray cluster has "
+                                   f"{have.get(res, 0.0):g} in all: lower distributed.cpus_per_* / gpus_per_*")
+        pg = placement_group([dict(b) for b in bundles], strategy=d.placement_strategy)
+    try:
+        actor = ray.remote(LearnerActor).options(
+            num_cpus=d.cpus_per_learner, num_gpus=d.gpus_per_learner,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0),
+        ).remote((pg, 1), max(1, int(d.cpus_per_learner)))
+    except BaseException:
+        remove_placement_group(pg)
+        raise
+    return ClusterRun(actor.train.remote(recipe_cls, cfg, kwargs), actor, pg, ray)
+
+
 def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
     """``rlvr train`` with ``distributed.learner: actor``: the learner in a Ray actor, placed with its workers.
 
@@ -376,30 +450,8 @@ def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
     ``LearnerActor`` in bundle 0 (``kwargs`` are the recipe's injected model / tokenizer / problems / verifier, pickled to it).
     Paths in the config are made absolute first: the actor's working directory is Ray's.
     """
-    from pathlib import Path
-
-    d = cfg.distributed
-    ray = init_ray(d.address, d.num_cpus)
-    from ray.util.placement_group import remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    if kwargs.get("on_step") is not None:
-        raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
-    kwargs.pop("on_step", None)
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
-        update={"output_dir": str(Path(cfg.train.output_dir).resolve())})})
-    learner = {"CPU": d.cpus_per_learner, **({"GPU": d.gpus_per_learner} if d.gpus_per_learner else {})}
-    rollout = {"CPU": d.cpus_per_rollout_worker,
-               **({"GPU": d.gpus_per_rollout_worker} if d.gpus_per_rollout_worker else {})}
-    pg = reserve([learner] + [rollout] * d.num_rollout_workers, d.placement_strategy)
+    run = submit_to_cluster(recipe_cls, cfg, **kwargs)
     try:
-        actor = ray.remote(LearnerActor).options(
-            num_cpus=d.cpus_per_learner, num_gpus=d.gpus_per_learner,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0),
-        ).remote((pg, 1), max(1, int(d.cpus_per_learner)))
-        try:
-            return ray.get(actor.train.remote(recipe_cls, cfg, kwargs))
-        finally:
-            ray.kill(actor, no_restart=True)
+        return run.ray.get(run.ref)
     finally:
-        remove_placement_group(pg)
+        run.release()

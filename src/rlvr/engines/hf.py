@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from rlvr.engines.base import SamplingParams
-from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes
+from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes, cache_kwarg
 from rlvr.engines.static_decode import DecoderPool, static_batch, static_capacity
 from rlvr.types import Problem, Sample
 
@@ -162,6 +162,9 @@ class HFEngine:
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
         self.eos_ids.add(tokenizer.eos_token_id)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        from rlvr.engines.multimodal import banned_ids
+
+        self._banned = banned_ids(tokenizer)  # a vision-language policy's image placeholders (None: text-only)
 
     def sync_weights(self, model) -> None:
         """Sample from ``model``'s current weights: share the module, or copy into the low-precision copy."""
@@ -232,6 +235,11 @@ class HFEngine:
         if params.seeds is None and params.seed is not None:
             self.generator.manual_seed(params.seed)
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
+        images = None
+        if any(getattr(p, "images", None) for p in problems):  # a vision-language policy's image problems
+            from rlvr.engines.multimodal import image_prompts
+
+            prompts, images = image_prompts(self.tokenizer, problems, prompts, self.system_prompt, self.model)
         if prefixes is not None:
             prompts = with_prefixes(self.tokenizer, prompts, prefixes)
         out: list[list[Sample]] = [[] for _ in problems]
@@ -247,14 +255,17 @@ class HFEngine:
                 gens = None if params.seeds is None else \
                     [torch.Generator(device="cpu").manual_seed(int(params.seeds[i])) for i in idx]
                 chunk = [prompts[i] for i in idx]
+                imgs = None if images is None else [images[i] for i in idx]
                 if self.decode == "dynamic" or cache is not None:
-                    rows = self._generate_chunk(chunk, params, cache, gens)
+                    rows = self._generate_chunk(chunk, params, cache, gens, imgs)
                 else:
-                    rows = self._generate_chunk_static(chunk, params, gens)
+                    rows = self._generate_chunk_static(chunk, params, gens, imgs)
                 for j, i in enumerate(idx):
                     for g in range(params.n):
                         ids, lps, reason = rows[j * params.n + g]
                         out[i].append(self._to_sample(problems[i].id, prompts[i], ids, lps, reason, g, params))
+                        if imgs is not None:
+                            out[i][-1].image_inputs = imgs[j]
         finally:
             self.model.train(was_training)
             if cache is not None:
@@ -274,19 +285,25 @@ class HFEngine:
         tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=True)
         return any(s in tail for s in stop)
 
-    def _prefill(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None):
+    def _prefill(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None, images=None):
         """Run the prompts (left-padded) through the model; with ``store``, only what follows a stored prefix.
 
         Row ``i`` is laid out as ``[pad | stored prefix | pad | rest of prompt]``: the
-        attention mask hides the pads and the position ids count only real tokens.
+        attention mask hides the pads and the position ids count only real tokens.  ``images`` (one
+        :class:`~rlvr.types.ImageInputs` or None per prompt) go into this forward with the ids; a chunk with
+        images uses no stored or shared prefix (equal placeholder ids can stand for different images).
         """
         if self._asleep is not None:
             raise RuntimeError("HFEngine.generate while asleep: call sync_weights(model) after the learner step first")
         model = self.model
         device = next(model.parameters()).device
         layers = model.config.get_text_config().num_hidden_layers
-        found = [store.lookup(p) for p in prompts] if store is not None else [(0, None)] * len(prompts)
-        shared = self._shared_prefix(prompts) if not any(n for n, _ in found) else 0
+        from rlvr.engines.multimodal import has_images, prefill_inputs
+
+        with_images = has_images(images)
+        found = [store.lookup(p) for p in prompts] if store is not None and not with_images \
+            else [(0, None)] * len(prompts)
+        shared = self._shared_prefix(prompts) if not any(n for n, _ in found) and not with_images else 0
         if shared:  # the chunk's common prefix (chat template, system prompt) runs once, as a stored prefix would
             kv = self._prefix_kv(prompts[0][:shared], layers, device)
             found = [(shared, kv)] * len(prompts)
@@ -309,9 +326,10 @@ class HFEngine:
             cache = cache_from_prefixes(layers, capacity, [kv for _, kv in found], lengths, past)
         else:
             cache = PreallocatedCache(layers, capacity)
+        extra = prefill_inputs(images, model) if with_images else {}
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=True,
-                    past_key_values=cache, logits_to_keep=1)
-        return out, mask, position_ids
+                    logits_to_keep=1, **{cache_kwarg(model): cache}, **extra)
+        return out, cache, mask, position_ids
 
     def _shared_prefix(self, prompts: list[list[int]]) -> int:
         """How many leading tokens all ``prompts`` share, if at least ``share_prefix`` (else 0); each prompt
@@ -330,16 +348,17 @@ class HFEngine:
         x = torch.tensor([ids], device=device)
         positions = torch.arange(len(ids), device=device)[None]
         self.model(input_ids=x, attention_mask=torch.ones_like(x), position_ids=positions, use_cache=True,
-                   past_key_values=cache, logits_to_keep=1)
+                   logits_to_keep=1, **{cache_kwarg(self.model): cache})
         return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, store: PrefixCache | None = None,
-                        gens: list[torch.Generator] | None = None):
+                        gens: list[torch.Generator] | None = None, images=None):
         """Decode ``params.n`` rows per prompt; ``gens`` (one per prompt): each prompt's rows draw from its own."""
         model, n = self.model, params.n
         device = next(model.parameters()).device
-        out, mask, position_ids = self._prefill(prompts, params, store)
-        cache = out.past_key_values
+        if images is not None and any(x is not None for x in images):
+            store = None  # cached rows are keyed by token ids, and image placeholders are the same ids for any image
+        out, cache, mask, position_ids = self._prefill(prompts, params, store, images)  # fills cache in place
         logits = out.logits[:, -1, :].float()
         if n > 1:  # share the prefill across the group
             cache.batch_repeat_interleave(n)
@@ -365,9 +384,8 @@ class HFEngine:
                 cache.batch_select_indices(keep_t)
                 active, tok, mask, next_pos = active[keep_t.cpu()], tok[keep_t], mask[keep_t], next_pos[keep_t]
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
-            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos,
-                        past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
+            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos, use_cache=True,
+                        **{cache_kwarg(model): cache})
             logits = out.logits[:, -1, :].float()
             next_pos = next_pos + 1
         return list(zip(tokens, logps, reasons))
@@ -382,9 +400,10 @@ class HFEngine:
     def _sample(self, logits: torch.Tensor, params: SamplingParams, gens: list[torch.Generator] | None,
                 active: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The next token of each row of ``logits`` (the live rows, original indices ``active``) and its log-prob."""
+        banned = self._banned
         if params.temperature == 0:
             lp_all = torch.log_softmax(logits, -1)
-            tok = lp_all.argmax(-1)
+            tok = lp_all.argmax(-1) if banned is None else self._ban(lp_all, float("-inf")).argmax(-1)
         else:
             scaled = logits / params.temperature if params.temperature != 1.0 else logits
             lp_all = torch.log_softmax(scaled, -1)
@@ -392,6 +411,8 @@ class HFEngine:
                 probs = _top_p_filter(scaled, params.top_p).softmax(-1)
             else:
                 probs = lp_all.exp()
+            if banned is not None:  # never an image placeholder; the recorded log-probs stay the full distribution's
+                probs = self._ban(probs, 0.0)
             if gens is None:
                 tok = sample_categorical(probs, self.generator)
             else:  # per prompt, the same draws as a call holding only that prompt's live rows
@@ -401,6 +422,11 @@ class HFEngine:
                                for j, k in enumerate(counts) if k])
                 tok = sample_categorical(probs, u=u)
         return tok, lp_all.gather(-1, tok[:, None]).squeeze(-1)
+
+    def _ban(self, x: torch.Tensor, fill: float) -> torch.Tensor:
+        from rlvr.engines.multimodal import ban_tokens
+
+        return ban_tokens(x, self._banned, fill)
 
     def _record(self, active, tok, lp, params, tokens, logps, reasons) -> list[int]:
         """Append each live row's token; returns the positions (in ``active``) of the rows still going."""
@@ -416,17 +442,17 @@ class HFEngine:
         return keep
 
     def _generate_chunk_static(self, prompts: list[list[int]], params: SamplingParams,
-                               gens: list[torch.Generator] | None = None):
+                               gens: list[torch.Generator] | None = None, images=None):
         """:meth:`_generate_chunk` on fixed shapes (``decode="static"``/``"compiled"``, see ``static_decode``):
         the rows stay in the batch to the end, finished ones fed a pad token; the same tokens are sampled."""
         model, n = self.model, params.n
         device = next(model.parameters()).device
-        out, mask, position_ids = self._prefill(prompts, params, None)
+        out, prefill_cache, mask, position_ids = self._prefill(prompts, params, None, images)
         rows = len(prompts) * n
         batch = static_batch(rows, max(rows, self.batch_size))
         dec = self._decoders.get(model, batch, static_capacity(mask.shape[1] + params.max_new_tokens),
                                  self.decode == "compiled")
-        logits, prefill_cache = out.logits[:, -1, :].float().repeat_interleave(n, dim=0), out.past_key_values
+        logits = out.logits[:, -1, :].float().repeat_interleave(n, dim=0)
         del out
         dec.load(prefill_cache, mask, n)
         del prefill_cache  # copied into the static cache: free it before decoding

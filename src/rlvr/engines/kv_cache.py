@@ -10,10 +10,37 @@ prefill across a group, drop finished rows), so it is a drop-in replacement.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
-__all__ = ["PreallocatedCache", "PrefixCache", "cache_from_prefixes"]
+__all__ = ["PreallocatedCache", "PrefixCache", "cache_from_prefixes", "cache_kwarg"]
+
+_INSTALLED_CACHE_KW = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+"""transformers 5.2x renamed a model's cache argument and output field ``past_key_values`` -> ``cache``
+(the old name warns, and goes in 5.40); earlier versions know only ``past_key_values``."""
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(cls: type) -> str:
+    try:
+        params = inspect.signature(cls.forward).parameters
+    except (TypeError, ValueError):
+        return _INSTALLED_CACHE_KW
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    return _INSTALLED_CACHE_KW  # a forward(**kwargs) wrapper: what the installed transformers takes
+
+
+def cache_kwarg(model) -> str:
+    """The keyword ``model``'s forward takes a KV cache by: ``cache`` on the transformers that renamed it, else
+    ``past_key_values`` (call ``model(..., **{cache_kwarg(model): cache})``; the model updates ``cache`` in place,
+    so callers keep their own reference instead of reading the output's field, whose name changed too)."""
+    return _cache_kwarg_of(type(model))
 
 
 class _PreallocatedLayer(DynamicLayer):
@@ -21,6 +48,7 @@ class _PreallocatedLayer(DynamicLayer):
         super().__init__()
         self.capacity = capacity
         self.length = 0
+        self.is_initialized = False  # set by the base class since transformers 4.57, not before
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.dtype, self.device = key_states.dtype, key_states.device

@@ -29,13 +29,27 @@ rounding (batch shapes differ); in float64 the tests find them equal.
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 
 import torch
 from transformers.cache_utils import StaticCache, StaticLayer
 
-__all__ = ["StaticDecoder", "DecoderPool", "static_batch", "static_capacity", "COMPILED_VARIANTS"]
+from rlvr.engines.kv_cache import cache_kwarg
+
+__all__ = ["StaticDecoder", "DecoderPool", "static_batch", "static_capacity", "COMPILED_VARIANTS",
+           "STATIC_DECODE_MIN_TRANSFORMERS", "static_decode_available"]
+
+STATIC_DECODE_MIN_TRANSFORMERS = "5.4.0"
+"""The first transformers whose StaticCache layers count their positions in place (``cumulative_length``),
+which the fixed-shape decode step is written against; older ones decode with ``decode='dynamic'`` only."""
+
+
+def static_decode_available() -> bool:
+    """Whether the installed transformers supports ``decode='static'`` / ``'compiled'``."""
+    import transformers
+    from packaging.version import Version
+
+    return Version(transformers.__version__) >= Version(STATIC_DECODE_MIN_TRANSFORMERS)
 
 COMPILED_VARIANTS = 64
 """The most compiled decode steps (shapes x decoders) a process keeps before torch runs new ones eagerly."""
@@ -81,9 +95,8 @@ class StaticDecoder:
 
             raise RuntimeError(f"transformers {transformers.__version__}'s StaticCache keeps no in-place position "
                                "counter (cumulative_length), which decode='static'/'compiled' is written against; "
-                               "upgrade transformers or use decode='dynamic'")
-        # transformers 5.2x renamed the forward's cache argument (past_key_values -> cache)
-        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+                               f"upgrade transformers (>= {STATIC_DECODE_MIN_TRANSFORMERS}) or use decode='dynamic'")
+        self._cache_kw = cache_kwarg(model)  # transformers 5.2x renamed it (past_key_values -> cache)
         self.mask = torch.zeros((batch, capacity), dtype=torch.long, device=p.device)
         torch._dynamo.mark_static_address(self.mask)  # updated in place between replays, never copied into a graph
         self.filled = 0  # positions written so far (the same number as each layer's counter)

@@ -254,11 +254,16 @@ class VLLMEngine:
         seed = params.seed if params.seed is not None or params.seeds is not None else \
             int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator))
         prompts = [format_prompt(self.tokenizer, p, self.system_prompt) for p in problems]
+        images = None
+        if any(getattr(p, "images", None) for p in problems):  # a vision-language policy's image problems
+            from rlvr.engines.multimodal import image_prompts
+
+            prompts, images = image_prompts(self.tokenizer, problems, prompts, self.system_prompt)
         if prefixes is not None:
             prompts = with_prefixes(self.tokenizer, prompts, prefixes)
         replicated = params.temperature == 0 and params.n > 1
         copies = params.n if replicated else 1
-        requests = [{"prompt_token_ids": ids} for ids in prompts for _ in range(copies)]
+        requests = [self._request(ids, problem) for ids, problem in zip(prompts, problems) for _ in range(copies)]
         if params.seeds is None:
             sp = self.sampling_params_cls(**vllm_sampling_kwargs(params, seed))
         else:  # vLLM seeds each request on its own: one SamplingParams per request
@@ -267,9 +272,27 @@ class VLLMEngine:
         outs = self.llm.generate(requests, sp, use_tqdm=False)
         completions = group_completions(outs, len(problems), params.n, replicated)
         groups = outputs_to_samples(completions, problems, prompts, self.tokenizer, params)
+        if images is not None:  # the learner's forward needs each prompt's image tensors with its ids
+            for group, inputs in zip(groups, images):
+                for s in group:
+                    s.image_inputs = inputs
         if self.sleep_between_steps:
             self.sleep()
         return groups
+
+    @staticmethod
+    def _request(ids: list[int], problem: Problem) -> dict[str, Any]:
+        """One vLLM prompt: the token ids, and for an image problem its images as ``multi_modal_data``.
+
+        The ids are the HF processor's, placeholders already expanded (the learner's own input); vLLM's
+        multimodal processor recognises placeholder runs that are already in a token prompt and only
+        attaches the image features to them.
+        """
+        if not getattr(problem, "images", None):
+            return {"prompt_token_ids": ids}
+        from rlvr.models.vision import load_image
+
+        return {"prompt_token_ids": ids, "multi_modal_data": {"image": [load_image(im) for im in problem.images]}}
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self, model) -> None:

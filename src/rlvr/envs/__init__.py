@@ -7,10 +7,12 @@ sandboxed Python tool use) and ``retry`` ("try again" feedback).  Procedural tas
 verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
 """
 
-from rlvr.envs.base import ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment
+from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment, multi_turn,
+                            EnvTraits, environment_traits)
 from rlvr.envs import retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402 (register)
 from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 
-__all__ = ["ENVIRONMENTS", "Environment", "EpisodeState", "Limits", "Reply", "build_environment",
+__all__ = ["ENVIRONMENTS", "Environment", "EpisodeState", "Limits", "Reply", "build_environment", "multi_turn",
+           "EnvTraits", "environment_traits",
            "SingleTurnEnvironment", "Tool", "ToolBox", "calculator", "parse_tool_call", "python_tool"]

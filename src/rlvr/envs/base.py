@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from rlvr.registry import Registry
-from rlvr.types import Problem, Verdict
+from rlvr.types import ComponentError, Problem, Verdict
 
-__all__ = ["Environment", "EpisodeState", "Reply", "Limits", "ENVIRONMENTS", "build_environment"]
+__all__ = ["Environment", "EpisodeState", "Reply", "Limits", "ENVIRONMENTS", "build_environment", "multi_turn",
+           "EnvTraits", "environment_traits"]
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,62 @@ ENVIRONMENTS: Registry[Callable[..., Environment]] = Registry("environment", ski
 """Environment builders by name: ``builder(verifier, tokenizer, **options) -> Environment``.
 
 ``verifier`` is the run's ``reward.verifier`` (what single-turn environments score
-with); ``tokenizer`` is the policy's.  Entries tagged ``multi_turn`` may take more
-than one turn (config checks refuse them where a backend cannot run episodes)."""
+with); ``tokenizer`` is the policy's.  Whether an environment takes more than one turn
+is read from the environment itself (:func:`multi_turn`: ``limits.max_turns > 1``); the
+``multi_turn`` tag is not needed (an entry tagged so is treated as multi-turn)."""
 
 
 def build_environment(name: str, verifier, tokenizer=None, **params: Any) -> Environment:
     """The environment registered as ``name`` with its options validated (``env.params``)."""
     params = ENVIRONMENTS.validate_params(name, params, key="env.params")
-    return ENVIRONMENTS.get(name)(verifier, tokenizer, **params)
+    env = ENVIRONMENTS.get(name)(verifier, tokenizer, **params)
+    if not isinstance(env, Environment):
+        raise ComponentError(f"environment {name!r}: its builder returned {type(env).__name__}, not an "
+                             "rlvr.envs.Environment")
+    try:  # messages about it name the registry entry (rlvr.types.component_name)
+        env.rlvr_name = name
+    except AttributeError:
+        pass
+    return env
+
+
+def multi_turn(env: Environment) -> bool:
+    """Whether ``env``'s episodes may take more than one turn: ``env.limits.max_turns > 1``."""
+    return not env.single_turn and env.limits.max_turns > 1
+
+
+@dataclass(frozen=True)
+class EnvTraits:
+    """What the config checks need to know about an environment before any model loads."""
+
+    name: str
+    single_turn: bool
+    """The plain sampling path: one completion scored by the verifier (what every backend runs)."""
+    multi_turn: bool
+    """Episodes may take more than one turn (``limits.max_turns > 1``; unknown counts as yes)."""
+    max_turns: int | None
+    """``limits.max_turns`` (None: unknown, the builder needs a verifier or tokenizer)."""
+
+    def why(self) -> str:
+        if self.max_turns is None:
+            return f"env.name={self.name} runs its own episodes"
+        if self.multi_turn:
+            return f"env.name={self.name} runs multi-turn episodes (limits.max_turns={self.max_turns})"
+        return f"env.name={self.name} runs its own reset/step"
+
+
+def environment_traits(name: str, params: dict[str, Any] | None = None) -> EnvTraits:
+    """The traits of the environment ``name`` with options ``params``, read from the environment itself.
+
+    It is built with its options (``env.params``) and without a verifier or tokenizer (the built-in ones only
+    store them); a builder that cannot be built that way gives unknown traits, which count as multi-turn.
+    Raises ValueError (naming ``env.params``) when the builder refuses the options.
+    """
+    entry = ENVIRONMENTS.entry(name, key="env.name")
+    try:
+        env = build_environment(name, None, None, **(params or {}))
+    except ValueError as e:
+        raise ValueError(str(e) if str(e).startswith("env.") else f"env.params: {e}") from None
+    except Exception:  # noqa: BLE001 - it needs a verifier or tokenizer to be built
+        return EnvTraits(name, name == "single_turn", name != "single_turn", None)
+    return EnvTraits(name, env.single_turn, "multi_turn" in entry.tags or multi_turn(env), env.limits.max_turns)

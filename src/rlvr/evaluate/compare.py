@@ -23,6 +23,38 @@ within each task, the runs **and** the problems (``resample="runs+problems"``,
 default; problems are drawn with the same indices for A and B when both saw the
 same problems, a paired bootstrap).  ``resample="runs"`` is Agarwal's procedure
 exactly (problems fixed).
+
+Two seed sweeps (``rlvr compare A B`` on two ``seeds.json`` summaries or two ``--seeds``
+root directories, :func:`compare_seed_summaries`).  Each side is one configuration trained
+with several seeds; a seed's score is its final held-out accuracy (per evaluation key:
+``greedy``, ``T=1.0``, ...), and the question is whether B's distribution over seeds sits
+above or below A's by more than the seed-to-seed spread.  For each key:
+
+* **Differences** ``median(B) - median(A)`` and ``mean(B) - mean(A)`` over the finished seeds.
+* **Two-level bootstrap interval** for both differences (:func:`stratified_bootstrap`,
+  ``runs+problems``): each replicate draws A's seeds and B's seeds with replacement
+  (separately: seed ``s`` of A and seed ``s`` of B share nothing that makes them a pair), then
+  one draw of the held-out problems with replacement, shared by every seed of both sides when
+  both were evaluated on the same problems (same ``task.*`` and ``eval.*`` keys), and
+  recomputes every drawn seed's accuracy on the drawn problems.  The problems are crossed with
+  the seeds (every seed answers the same problems), so they are drawn once per replicate
+  rather than once per seed, which would understate the noise of the finite held-out set;
+  sharing the draw between A and B pairs the two sides on the same problems, so a problem that
+  is hard for both does not widen the interval of the difference.  The percentile interval
+  at ``confidence`` (default 95%) is reported.
+* **Exact permutation test over seeds** (:func:`rlvr.evaluate.stats.permutation_test`):
+  two-sided, on the difference of the mean final accuracy; every split of the pooled
+  ``n_A + n_B`` seeds into groups of ``n_A`` and ``n_B`` is enumerated (5 + 5 seeds: 252 splits),
+  so the p-value is exact at any sample size.  It stays valid where the bootstrap is too
+  narrow (with few seeds a bootstrap cannot see values it did not draw).
+* **P(B > A)**: the Mann-Whitney probability that a random seed of B ends above a random seed
+  of A (ties count 1/2), the rank statistic behind the Mann-Whitney U test.
+
+Verdict: B (or A) wins *beyond seed noise* only when both the interval of the mean difference
+excludes 0 and the permutation p-value is below ``1 - confidence``; otherwise the comparison
+is **not resolved**, with the reason(s): the interval covers 0, the p-value is too large, or
+the numbers of seeds are too small for the test ever to reach that level (3 + 3 seeds: the
+smallest possible p is 2/20 = 0.1).
 """
 
 from __future__ import annotations
@@ -33,6 +65,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from rlvr.evaluate.stats import permutation_test
 
 __all__ = [
     "iqm",
@@ -46,6 +80,11 @@ __all__ = [
     "load_methods",
     "RunFileError",
     "format_comparison",
+    "SeedComparison",
+    "seed_scores",
+    "compare_seed_summaries",
+    "format_seed_comparisons",
+    "load_seed_summary_file",
 ]
 
 RESAMPLE_MODES = ("runs", "problems", "runs+problems")
@@ -106,15 +145,17 @@ def _as_tasks(data) -> dict[str, np.ndarray]:
 
 
 def stratified_bootstrap(datas: Sequence[Mapping[str, np.ndarray]], n_resamples: int = 2000, seed: int = 0,
-                         resample: str = "runs+problems") -> list[np.ndarray]:
+                         resample: str = "runs+problems", paired: bool = True) -> list[np.ndarray]:
     """Bootstrap replicates of each method's run x task matrix, stratified by task.
 
     For each replicate and each task independently: runs are drawn with
     replacement (separately per method, runs are not paired) and, unless
     ``resample == "runs"``, problems are drawn with replacement with the *same*
     indices for every method whose task has the same number of problems (paired:
-    the methods answered the same problems).  Returns one ``[n_resamples, R*T]``
-    array per method: the flattened resampled matrix of each replicate.
+    the methods answered the same problems; ``paired=False`` draws them separately
+    per method, for problem sets that only happen to have the same size).  Returns
+    one ``[n_resamples, R*T]`` array per method: the flattened resampled matrix of
+    each replicate.
     """
     if resample not in RESAMPLE_MODES:
         raise ValueError(f"resample must be one of {RESAMPLE_MODES}, got {resample!r}")
@@ -128,7 +169,7 @@ def stratified_bootstrap(datas: Sequence[Mapping[str, np.ndarray]], n_resamples:
     for t in tasks:
         num_problems = {d[t].shape[1] for d in datas}
         shared = None
-        if resample != "runs" and len(num_problems) == 1:
+        if resample != "runs" and len(num_problems) == 1 and paired:
             shared = rng.integers(0, num_problems.pop(), size=(n_resamples, datas[0][t].shape[1]))
         for m, d in enumerate(datas):
             a = d[t]  # [R, P]
@@ -357,4 +398,205 @@ def format_comparison(c: Comparison) -> str:
     for name, v, (lo, hi), mean, runs in rows:
         lines.append(f"{name:<{w}}  {v:>7.1%}  [{lo:6.1%}, {hi:6.1%}]  {mean:>7.1%}  {runs}")
     lines.append(c.verdict)
+    return "\n".join(lines)
+
+
+
+# ----------------------------------------------------------------------------------------- seed sweeps
+_SAME_PROBLEMS_IGNORED = ("eval.every", "eval.before_training", "eval.after_training")
+_CONFIG_IGNORED = ("train.seed", "train.output_dir", "train.resume", "train.progress")
+
+
+@dataclass
+class SeedComparison:
+    """:func:`compare_seed_summaries` for one evaluation key: baseline A, candidate B."""
+
+    name_a: str
+    name_b: str
+    metric: str
+    seeds_a: list[int]
+    seeds_b: list[int]
+    acc_a: list[float]
+    """Final accuracy of each of A's finished seeds."""
+    acc_b: list[float]
+    median_a: float
+    median_b: float
+    mean_a: float
+    mean_b: float
+    diff_median: float
+    """median(B) - median(A)."""
+    diff_median_ci: tuple[float, float]
+    diff_mean: float
+    """mean(B) - mean(A)."""
+    diff_mean_ci: tuple[float, float]
+    p_value: float
+    """Two-sided permutation test of the mean difference over seeds."""
+    min_p: float
+    """The smallest p-value the permutation test can give with these numbers of seeds."""
+    exact: bool
+    poi: float
+    """P(B > A) over seed pairs (Mann-Whitney; ties 1/2)."""
+    confidence: float
+    resample: str
+    n_resamples: int
+    problems: int
+    """Held-out problems per seed that the bootstrap resamples (0: per-problem scores missing, seeds only)."""
+    paired: bool
+    """Problems drawn with the same indices for A and B (both evaluated on the same held-out set)."""
+    resolved: bool
+    reasons: list[str] = field(default_factory=list)
+    """Why the comparison is not resolved (empty when it is)."""
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.confidence
+
+    @property
+    def verdict(self) -> str:
+        pct = int(round(self.confidence * 100))
+        nums = (f"mean {self.diff_mean * 100:+.1f} pts [{self.diff_mean_ci[0] * 100:+.1f}, "
+                f"{self.diff_mean_ci[1] * 100:+.1f}], median {self.diff_median * 100:+.1f} pts "
+                f"[{self.diff_median_ci[0] * 100:+.1f}, {self.diff_median_ci[1] * 100:+.1f}] ({pct}% bootstrap "
+                f"intervals of {self.name_b} - {self.name_a}), permutation p = {self.p_value:.3g} over "
+                f"{len(self.acc_a)} + {len(self.acc_b)} seeds, P({self.name_b} > {self.name_a}) = {self.poi:.2f}")
+        if self.resolved:
+            win, lose = (self.name_b, self.name_a) if self.diff_mean > 0 else (self.name_a, self.name_b)
+            return f"{self.metric}: {win} beats {lose} beyond seed noise: {nums}."
+        return f"{self.metric}: not resolved ({'; '.join(self.reasons)}): {nums}."
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["verdict"] = self.verdict
+        return d
+
+
+def load_seed_summary_file(path: str | Path) -> dict:
+    """A ``seeds.json`` written by ``rlvr train --seeds`` / ``rlvr seeds summarize`` (the message names the file)."""
+    p = Path(path)
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"{p}: not a JSON file ({e})") from None
+    if not isinstance(obj, dict) or obj.get("kind") != "rlvr.seeds" or "runs" not in obj:
+        raise RunFileError(f"{p}: not a seeds summary (seeds.json of `rlvr train --seeds`)")
+    return obj
+
+
+def seed_scores(summary: dict, metric: str) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+    """``(seeds, final accuracy per seed [S], per-problem scores [S, P] or None)`` of a seeds summary's finished
+    seeds for one evaluation key; the matrix is None when a seed lacks per-problem scores or their counts differ."""
+    seeds, acc, per = [], [], []
+    for r in summary["runs"]:
+        if r.get("status") == "finished" and metric in r.get("after", {}):
+            seeds.append(int(r["seed"]))
+            acc.append(float(r["after"][metric]))
+            per.append(r.get("per_problem_after", {}).get(metric))
+    matrix = None
+    if per and all(p for p in per) and len({len(p) for p in per}) == 1:
+        matrix = np.asarray(per, dtype=float)
+    return seeds, np.asarray(acc, dtype=float), matrix
+
+
+def _flat(d, prefix: str = "") -> dict:
+    if not isinstance(d, dict):
+        return {prefix[:-1]: d}
+    out: dict = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def config_differences(a: dict | None, b: dict | None) -> dict[str, tuple]:
+    """``{dotted key: (value in a, value in b)}`` for the keys two seed summaries' configs set differently
+    (``train.seed``, the output directory, ``train.resume`` and ``train.progress`` ignored)."""
+    fa, fb = _flat(a or {}), _flat(b or {})
+    return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))
+            if k not in _CONFIG_IGNORED and json.dumps(fa.get(k), default=str) != json.dumps(fb.get(k), default=str)}
+
+
+def compare_seed_summaries(a: dict, b: dict, *, name_a: str = "A", name_b: str = "B",
+                           metrics: Sequence[str] | None = None, n_resamples: int = 2000, confidence: float = 0.95,
+                           seed: int = 0, resample: str = "runs+problems") -> list[SeedComparison]:
+    """Does B beat A beyond seed noise?  One :class:`SeedComparison` per evaluation key both summaries have
+    (or ``metrics``); the method is in the module docstring.  ``a``, ``b``: seeds summaries (``seeds.json``)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    keys = [k for k in a.get("metric_keys", []) if k in b.get("metric_keys", [])] if metrics is None else list(metrics)
+    if not keys:
+        raise ValueError(f"{name_a} and {name_b} share no evaluation key ({a.get('metric_keys')} vs "
+                         f"{b.get('metric_keys')})")
+    diffs = config_differences(a.get("config"), b.get("config"))
+    same_problems = not any(k.startswith(("task.", "eval.")) and k not in _SAME_PROBLEMS_IGNORED for k in diffs)
+    q = [(1 - confidence) / 2, (1 + confidence) / 2]
+    out = []
+    for key in keys:
+        sa, xa, ma = seed_scores(a, key)
+        sb, xb, mb = seed_scores(b, key)
+        for name, s in ((name_a, sa), (name_b, sb)):
+            if not s:
+                raise ValueError(f"{name}: no finished seed with a final {key!r} accuracy")
+        per_problem = ma is not None and mb is not None
+        da = {"heldout": ma if per_problem else xa[:, None]}
+        db = {"heldout": mb if per_problem else xb[:, None]}
+        mode = resample if per_problem else "runs"
+        ra, rb = stratified_bootstrap([da, db], n_resamples, seed, mode, paired=same_problems)
+        d_mean = rb.mean(1) - ra.mean(1)
+        d_med = np.median(rb, 1) - np.median(ra, 1)
+        mean_ci = tuple(float(v) for v in np.quantile(d_mean, q))
+        med_ci = tuple(float(v) for v in np.quantile(d_med, q))
+        perm = permutation_test(xa, xb, seed=seed)
+        alpha = 1 - confidence
+        reasons = []
+        if mean_ci[0] <= 0 <= mean_ci[1]:
+            reasons.append(f"the {int(round(confidence * 100))}% interval of the mean difference covers 0")
+        if perm["min_p"] >= alpha:
+            reasons.append(f"with {len(xa)} + {len(xb)} seeds the permutation test cannot reach p < {alpha:.2g} "
+                           f"(smallest possible p = {perm['min_p']:.3g}): add seeds")
+        elif perm["p_value"] >= alpha:
+            reasons.append(f"permutation p = {perm['p_value']:.3g} >= {alpha:.2g}")
+        out.append(SeedComparison(
+            name_a=name_a, name_b=name_b, metric=key, seeds_a=sa, seeds_b=sb, acc_a=xa.tolist(), acc_b=xb.tolist(),
+            median_a=float(np.median(xa)), median_b=float(np.median(xb)), mean_a=float(xa.mean()),
+            mean_b=float(xb.mean()), diff_median=float(np.median(xb) - np.median(xa)), diff_median_ci=med_ci,
+            diff_mean=float(xb.mean() - xa.mean()), diff_mean_ci=mean_ci, p_value=perm["p_value"],
+            min_p=perm["min_p"], exact=perm["exact"], poi=float(_poi(xa, xb)), confidence=confidence,
+            resample=mode, n_resamples=n_resamples, problems=int(ma.shape[1]) if per_problem else 0,
+            paired=bool(same_problems and per_problem and ma.shape[1] == mb.shape[1]),
+            resolved=not reasons, reasons=reasons))
+    return out
+
+
+def format_seed_comparisons(comps: Sequence[SeedComparison], a: dict, b: dict) -> str:
+    """A table (per key: each side's median and mean over seeds, the differences with intervals, P(B > A), p)
+    followed by one verdict line per key and what else differs between the two sweeps."""
+    if not comps:
+        return ""
+    c0 = comps[0]
+    pct = int(round(c0.confidence * 100))
+    lines = [f"{c0.name_a} ({len(c0.acc_a)} seeds) vs {c0.name_b} ({len(c0.acc_b)} seeds): final held-out accuracy"]
+    diffs = config_differences(a.get("config"), b.get("config"))
+    if diffs:
+        lines.append(f"{c0.name_b} differs from {c0.name_a} in: " + ", ".join(
+            f"{k} ({va!r} -> {vb!r})" for k, (va, vb) in diffs.items()))
+    codes_a, codes_b = a.get("run_codes") or [], b.get("run_codes") or []
+    if codes_a != codes_b or len(codes_a) > 1:
+        lines.append(f"code: {c0.name_a} {', '.join(codes_a) or 'unknown'}; "
+                     f"{c0.name_b} {', '.join(codes_b) or 'unknown'} "
+                     "(runs made by different code compare the code as well as the setting)")
+    head = (f"{'metric':<8} {'A median':>9} {'B median':>9} {'diff median [' + str(pct) + '% CI]':>26} "
+            f"{'A mean':>7} {'B mean':>7} {'diff mean [' + str(pct) + '% CI]':>26} {'P(B>A)':>7} {'perm p':>7}")
+    lines += ["", head]
+
+    def pts(v: float, ci: tuple[float, float]) -> str:
+        return f"{v * 100:+.1f} [{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}]"
+
+    for c in comps:
+        lines.append(f"{c.metric:<8} {c.median_a:>9.1%} {c.median_b:>9.1%} {pts(c.diff_median, c.diff_median_ci):>26} "
+                     f"{c.mean_a:>7.1%} {c.mean_b:>7.1%} {pts(c.diff_mean, c.diff_mean_ci):>26} {c.poi:>7.2f} "
+                     f"{c.p_value:>7.3g}")
+    lines.append("(differences in points, B - A; intervals: two-level bootstrap over seeds and held-out problems"
+                 + ("" if c0.paired else ", problems not paired") + "; p: exact permutation test over seeds)")
+    lines += [""] + [c.verdict for c in comps]
     return "\n".join(lines)

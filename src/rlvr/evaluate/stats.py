@@ -1,14 +1,17 @@
-"""Confidence intervals for accuracies: Wilson score interval and percentile bootstrap."""
+"""Confidence intervals for accuracies (Wilson score interval, percentile bootstrap), the spread of a few
+numbers (median, quartiles) and an exact permutation test for two small samples (seeds)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from statistics import NormalDist
 from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["wilson_interval", "bootstrap_ci", "accuracy_summary", "intervals_overlap"]
+__all__ = ["wilson_interval", "bootstrap_ci", "accuracy_summary", "intervals_overlap", "spread_summary",
+           "permutation_test"]
 
 # elements per vectorised bootstrap chunk (n_resamples_in_chunk * n), bounds memory to ~32 MB of float64
 _BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
@@ -117,3 +120,65 @@ def intervals_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     if alo > ahi or blo > bhi:
         raise ValueError(f"intervals must be (low, high) with low <= high, got {a}, {b}")
     return alo <= bhi and blo <= ahi
+
+
+def spread_summary(values: Sequence[float] | np.ndarray) -> dict:
+    """``n``, ``mean``, ``median``, quartiles ``q1``/``q3``, ``iqr = q3 - q1``, ``min``, ``max`` of a few numbers
+    (e.g. one final accuracy per seed).
+
+    Quartiles interpolate linearly between order statistics (numpy's default, Hyndman & Fan 1996 type 7):
+    ``q = x_(h)`` at the 0-based position ``h = p (n - 1)``.  ``[0.1, 0.2, 0.3, 0.5, 0.7]``: median 0.3,
+    q1 = x_(1) = 0.2, q3 = x_(3) = 0.5, IQR 0.3.
+    """
+    x = np.asarray(values, dtype=float).reshape(-1)
+    if x.size == 0:
+        raise ValueError("spread_summary needs at least one value")
+    q1, median, q3 = (float(v) for v in np.quantile(x, [0.25, 0.5, 0.75]))
+    return {"n": int(x.size), "mean": float(x.mean()), "median": median, "q1": q1, "q3": q3, "iqr": q3 - q1,
+            "min": float(x.min()), "max": float(x.max())}
+
+
+def permutation_test(a: Sequence[float], b: Sequence[float], *, exact_limit: int = 200_000,
+                     n_resamples: int = 100_000, seed: int = 0) -> dict:
+    """Two-sided permutation test of ``mean(b) - mean(a)`` (R. A. Fisher 1935; E. J. G. Pitman 1937).
+
+    Under the null hypothesis the labels A/B are exchangeable: every split of the pooled ``n_a + n_b`` values
+    into groups of sizes ``n_a`` and ``n_b`` is equally likely.  The p-value is the share of splits whose
+    ``|mean(B') - mean(A')|`` is at least the observed one (a relative tolerance of 1e-9 absorbs float
+    round-off), the observed split included.  All ``C(n_a + n_b, n_a)`` splits are enumerated when there are at most
+    ``exact_limit`` of them (5 + 5 seeds: 252), else ``n_resamples`` random ones are drawn and
+    ``p = (k + 1) / (n_resamples + 1)``.
+
+    Returns ``{"diff", "p_value", "splits", "exact", "min_p"}``; ``min_p`` is the smallest p-value the test
+    can give with these sample sizes (``2 / C(n_a + n_b, n_a)`` when ``n_a == n_b``: the observed split and its
+    mirror; else ``1 / C(...)``), so ``min_p >= 0.05`` means no outcome at all can be significant at 5%
+    (3 + 3 seeds: ``2 / 20 = 0.1``).
+    ``a = [0, 1]``, ``b = [2, 3]``: the 6 splits give |differences| 2, 1, 0, 0, 1, 2, so ``p = 2 / 6``.
+    """
+    xa, xb = np.asarray(a, dtype=float).reshape(-1), np.asarray(b, dtype=float).reshape(-1)
+    na, nb = xa.size, xb.size
+    if na == 0 or nb == 0:
+        raise ValueError("permutation_test needs at least one value on each side")
+    pooled = np.concatenate([xa, xb])
+    total = pooled.sum()
+    observed = float(xb.mean() - xa.mean())
+    splits = math.comb(na + nb, na)
+    tol = 1e-9 * max(1.0, abs(observed))
+    if splits <= exact_limit:
+        idx = np.array(list(itertools.combinations(range(na + nb), na)), dtype=np.int64)  # [splits, na]
+        sum_a = pooled[idx].sum(axis=1)
+        diffs = (total - sum_a) / nb - sum_a / na
+        p = float(np.mean(np.abs(diffs) >= abs(observed) - tol))
+        exact, used = True, splits
+    else:
+        rng = np.random.default_rng(seed)
+        hits, chunk = 0, max(1, _BOOTSTRAP_CHUNK_ELEMENTS // (na + nb))
+        for start in range(0, n_resamples, chunk):  # random splits: the first na of a random order are A
+            order = np.argsort(rng.random((min(chunk, n_resamples - start), na + nb)), axis=1)[:, :na]
+            sum_a = pooled[order].sum(axis=1)
+            hits += int(np.sum(np.abs((total - sum_a) / nb - sum_a / na) >= abs(observed) - tol))
+        p = (hits + 1) / (n_resamples + 1)
+        exact, used = False, n_resamples
+    # the smallest p-value possible: the observed split alone (and its mirror when na == nb)
+    min_p = min(1.0, (2 if na == nb else 1) / splits) if exact else 1 / (n_resamples + 1)
+    return {"diff": observed, "p_value": p, "splits": used, "exact": exact, "min_p": min_p}

@@ -50,8 +50,10 @@ def collate(samples: Sequence[Sample], advantages: torch.Tensor, pad_id: int) ->
             completion_mask[i, P:P + c] = 1 if s.mask is None else torch.tensor(s.mask, dtype=torch.float32)
             sampler_logprobs[i, P:P + c] = torch.tensor(s.logprobs, dtype=torch.float32)
     off = [bool(s.info.get("off_policy")) for s in samples]
+    images = [getattr(s, "image_inputs", None) for s in samples]
     return Batch(input_ids, attention_mask, completion_mask, sampler_logprobs, advantages.float(),
-                 off_policy=torch.tensor(off) if any(off) else None)
+                 off_policy=torch.tensor(off) if any(off) else None,
+                 image_inputs=images if any(x is not None for x in images) else None)
 
 
 def completion_start(batch: Batch) -> int:
@@ -91,9 +93,27 @@ def chunked_head(model) -> tuple[torch.nn.Module, torch.Tensor] | str:
 _warned: set[str] = set()
 
 
+def _image_kwargs(model, images) -> dict:
+    """The image tensors of rows ``images`` (one ImageInputs or None per row) for the model's forward ({} if none)."""
+    if images is None or all(x is None for x in images):
+        return {}
+    from rlvr.models.vision import merge_image_inputs
+
+    p = next(model.parameters())
+    return merge_image_inputs(images, device=p.device, dtype=p.dtype)
+
+
+def _image_decoder(model, route):
+    """``route`` (chunked_head's) with the decoder replaced by the VLM trunk, which also takes the images."""
+    from rlvr.models.vision import vision_trunk
+
+    return route if isinstance(route, str) else (vision_trunk(model), route[1])
+
+
 def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
-                    return_hidden: bool = False, chunk_size: int = 0, position_ids: torch.Tensor | None = None):
+                    return_hidden: bool = False, chunk_size: int = 0, position_ids: torch.Tensor | None = None,
+                    images=None):
     """Per-token log p(token_t | tokens_<t) for columns ``start:``, under logits / temperature.
 
     Returns ``(logp [B, T - start], entropy [B, T - start] or None)``; columns
@@ -109,10 +129,20 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     float32 rounding, gradients included.  Models the chunked path cannot
     reproduce (see :func:`chunked_head`) fall back to full logits with a warning.
     ``position_ids`` default to the attention mask's running count (left padding).
+    ``images`` (a vision-language policy: one :class:`~rlvr.types.ImageInputs` or None per row) go into the
+    same forward; a model with multimodal rotary positions then computes its own positions.
     """
     T = input_ids.shape[1]
     keep = T - start + 1  # logits at positions start-1 .. T-2 predict tokens start .. T-1
-    if position_ids is None:
+    extra = _image_kwargs(model, images)
+    if extra:
+        from rlvr.models.vision import uses_mrope
+
+        if uses_mrope(model):
+            position_ids = None  # get_rope_index from the ids, the image grid and the attention mask
+        elif position_ids is None:
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    elif position_ids is None:
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
     if chunk_size > 0:
         route = chunked_head(model)
@@ -122,9 +152,9 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
                 warnings.warn(f"train.logprob_chunk_size: {type(model).__name__} cannot use chunked log-probs "
                               f"({route}); computing full logits instead", stacklevel=2)
         else:
-            decoder, weight = route
+            decoder, weight = _image_decoder(model, route) if extra else route
             hidden = decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             use_cache=False).last_hidden_state[:, start - 1:-1]
+                             use_cache=False, **extra).last_hidden_state[:, start - 1:-1]
             B, K, H = hidden.shape
             logp, ent = fused_linear_logprobs(hidden.reshape(B * K, H), weight, input_ids[:, start:].reshape(-1),
                                               temperature, chunk_size, with_entropy)
@@ -134,7 +164,7 @@ def policy_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
             return (logp, ent, hidden) if return_hidden else (logp, ent)
     with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    use_cache=False, logits_to_keep=keep)
+                    use_cache=False, logits_to_keep=keep, **extra)
     logits = out.logits[:, :-1, :].float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
@@ -177,11 +207,15 @@ def token_budget_chunks(rows: torch.Tensor, lengths: torch.Tensor, budget: int,
     return chunks
 
 
-def prompt_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int) -> tuple[list, torch.Tensor]:
+def prompt_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
+                images=None) -> tuple[list, torch.Tensor]:
     """``(keys, lengths)``: each row's prompt (its real tokens before column ``start``) as a hashable key, and
-    its length."""
+    its length.  With ``images`` (one ImageInputs or None per row) a row's key also holds its images' hash:
+    the placeholder ids are the same for every image, so equal ids alone are not the same prompt."""
     am = attention_mask[:, :start].bool()
     keys = [tuple(input_ids[i, :start][am[i]].tolist()) for i in range(input_ids.shape[0])]
+    if images is not None:
+        keys = [k if im is None else (k, im.key) for k, im in zip(keys, images)]
     return keys, am.sum(1)
 
 
@@ -208,7 +242,7 @@ def pack_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int)
     return ids, pos[None].to(input_ids.device), src, rows, cols
 
 
-def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
+def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int, images=None):
     """:func:`pack_rows` with rows that have the same prompt sharing one copy of it, plus the attention mask.
 
     The packed row holds, for each distinct prompt (in order of first appearance),
@@ -223,12 +257,12 @@ def pack_rows_shared(input_ids: torch.Tensor, attention_mask: torch.Tensor, star
     G completions of a P-token prompt costs ``P + sum(C_i)`` tokens instead of
     ``G * P + sum(C_i)``.  ``src`` is where each target's prediction lands: the
     first completion token of every row of a group is predicted by the one shared
-    last prompt token.
+    last prompt token.  ``images`` (per row) keep rows with different images apart (:func:`prompt_keys`).
     """
     dev = input_ids.device
     input_ids, attention_mask = input_ids.cpu(), attention_mask.cpu()  # index bookkeeping on the host
     am = attention_mask.bool()
-    keys, _ = prompt_keys(input_ids, attention_mask, start)
+    keys, _ = prompt_keys(input_ids, attention_mask, start, images)
     B = input_ids.shape[0]
     where = torch.full(input_ids.shape, -1, dtype=torch.long)  # packed index of every real (row, col)
     ids, pos, group, owner = [], [], [], []
@@ -282,9 +316,20 @@ def _attention_mask_4d(model, allowed: torch.Tensor) -> torch.Tensor:
         ~allowed, torch.finfo(dtype).min)[None, None]
 
 
+def _check_packing_support() -> None:
+    """Packed rows without a mask need torch >= 2.6: on older torch, transformers' masks ignore the restarting
+    position ids and every row would attend to the rows packed before it (wrong log-probs, no error)."""
+    from packaging.version import Version
+
+    if Version(torch.__version__.split("+")[0]) < Version("2.6"):
+        raise RuntimeError(f"train.micro_batch_tokens packs rows, which needs torch >= 2.6 (this is "
+                           f"{torch.__version__}): upgrade torch, set train.share_prompts=true, or set "
+                           "train.micro_batch_tokens=0")
+
+
 def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
-                    return_hidden: bool = False, chunk_size: int = 0, share_prompts: bool = False):
+                    return_hidden: bool = False, chunk_size: int = 0, share_prompts: bool = False, images=None):
     """:func:`policy_logprobs` with the rows packed into one sequence (no padding), unpacked to [B, T - start].
 
     Same arguments and outputs as :func:`policy_logprobs` (padding positions
@@ -293,15 +338,33 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     sequence and no attention mask is passed, so transformers' masking utilities
     build the block-diagonal causal mask.  ``share_prompts`` packs rows with the
     same prompt around one copy of it (:func:`pack_rows_shared`) and passes the
-    mask that keeps each completion to its prompt and itself.
+    mask that keeps each completion to its prompt and itself.  ``images`` (per row) are packed with their
+    rows: the rows' image tensors in packing order (under ``share_prompts`` once per shared prompt, as its
+    placeholders are), so every placeholder run gets its own row's image features.
     """
     B, T = input_ids.shape
     K = T - start
     mask4d = None
+    extra = {}
+    if images is not None and any(x is not None for x in images):
+        from rlvr.models.vision import uses_mrope
+
+        if uses_mrope(model):
+            raise ValueError(f"{type(model).__name__} computes multimodal rotary positions per sequence, which a "
+                             "packed row does not give it: train it with train.micro_batch_tokens=0")
+        order = images
+        if share_prompts:  # a group's prompt (and its placeholders) is packed once: its images once too
+            keys, _ = prompt_keys(input_ids.cpu(), attention_mask.cpu(), start, images)
+            first = {}
+            for i, k in enumerate(keys):
+                first.setdefault(k, i)
+            order = [images[i] for i in sorted(first.values())]
+        extra = _image_kwargs(model, order)
     if share_prompts:
-        ids, pos, allowed, src, rows, cols = pack_rows_shared(input_ids, attention_mask, start)
+        ids, pos, allowed, src, rows, cols = pack_rows_shared(input_ids, attention_mask, start, images)
         mask4d = _attention_mask_4d(model, allowed)
     else:
+        _check_packing_support()
         ids, pos, src, rows, cols = pack_rows(input_ids, attention_mask, start)
     src, rows, cols = src.to(input_ids.device), rows.to(input_ids.device), cols.to(input_ids.device)
     targets = input_ids[rows, cols]
@@ -315,15 +378,15 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     # the threads run (the seeded demo drifted from run to run), so gather with index_select (its backward,
     # index_add_, is deterministic) and hand transformers only distinct positions.
     if not isinstance(route, str):
-        decoder, weight = route
+        decoder, weight = _image_decoder(model, route) if extra else route
         hidden = decoder(input_ids=ids, position_ids=pos, attention_mask=mask4d,
-                         use_cache=False).last_hidden_state[0].index_select(0, src)
+                         use_cache=False, **extra).last_hidden_state[0].index_select(0, src)
         logp_f, ent_f = fused_linear_logprobs(hidden, weight, targets, temperature, chunk_size, with_entropy)
     else:
         uniq, inv = src.unique(return_inverse=True) if share_prompts else (src, None)
         with lm_head_inputs(model) if return_hidden else nullcontext() as rec:
             out = model(input_ids=ids, position_ids=pos, attention_mask=mask4d, use_cache=False,
-                        logits_to_keep=uniq)
+                        logits_to_keep=uniq, **extra)
         logits = out.logits[0].float()
         if inv is not None:
             logits = logits.index_select(0, inv)

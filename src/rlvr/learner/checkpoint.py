@@ -30,7 +30,8 @@ import torch
 
 from rlvr.models.lora import is_lora_model
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state"]
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state", "set_rng_state",
+           "check_finite_weights", "NonFiniteWeightsError"]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -60,6 +61,7 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
     """
     from safetensors.torch import save_model
 
+    check_finite_weights(model, step, modules)
     root = Path(output_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:06d}"
@@ -74,7 +76,10 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
         else:
             model.save_pretrained(tmp / "model", safe_serialization=True)
         if tokenizer is not None:
-            tokenizer.save_pretrained(tmp / "model")
+            from rlvr.models.vision import processor_of
+
+            # a vision-language policy's processor saves its tokenizer, image processor and chat template
+            (processor_of(tokenizer) or tokenizer).save_pretrained(tmp / "model")
         for name, module in (modules or {}).items():
             save_model(module, str(tmp / f"{name}.safetensors"))
         torch.save({"optimizer": optimizer.state_dict(),
@@ -92,6 +97,29 @@ def save_checkpoint(output_dir: str | Path, step: int, model, tokenizer, optimiz
         for old in _complete_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+class NonFiniteWeightsError(RuntimeError):
+    """A model about to be checkpointed holds NaN or infinite weights: no checkpoint is written."""
+
+
+def check_finite_weights(model, step: int, modules: dict[str, torch.nn.Module] | None = None) -> None:
+    """Raise :class:`NonFiniteWeightsError` naming the first tensors with NaN/inf (one device sync when all are
+    finite: the per-tensor flags are stacked and read once)."""
+    named = [(k, p) for k, p in model.named_parameters()]
+    named += [(f"{name}.{k}", p) for name, m in (modules or {}).items() for k, p in m.named_parameters()]
+    named = [(k, p) for k, p in named if p.is_floating_point() and p.numel()]
+    if not named:
+        return
+    dev = named[0][1].device
+    with torch.no_grad():
+        flags = torch.stack([torch.isfinite(p).all().to(dev) for _, p in named]).cpu()
+    if bool(flags.all()):
+        return
+    bad = [k for (k, _), ok in zip(named, flags.tolist()) if not ok]
+    raise NonFiniteWeightsError(f"refusing to write the checkpoint of step {step}: {len(bad)} of {len(named)} "
+                                f"weight tensors hold NaN or inf ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})"
+                                "; the checkpoints already written are kept")
 
 
 def _complete_checkpoints(root: Path) -> list[Path]:

@@ -1,7 +1,7 @@
 """The learner's step: PPO-style policy (and critic) updates over a batch of scored rollouts.
 
-``update_policy`` runs ``algorithm.ppo_epochs`` optimizer steps over a :class:`rlvr.types.Batch`
-with gradient accumulation over micro-batches; the no-grad passes some estimators
+``update_policy`` runs ``algorithm.ppo_epochs`` x ``algorithm.mini_batches`` optimizer steps over a
+:class:`rlvr.types.Batch` with gradient accumulation over micro-batches; the no-grad passes some estimators
 need before the advantage (entropy, reference KL, critic values) share
 :func:`per_token_pass`.  ``cfg`` is the run's config (``rlvr.recipes.config.RunConfig``);
 the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
@@ -9,17 +9,21 @@ the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import signal
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
 from rlvr.algorithms import grpo_loss, value_loss
+from rlvr.algorithms.entropy_control import batch_token_selection
 from rlvr.algorithms.importance import is_correction_weights
 from rlvr.learner.batching import (completion_start, packed_logprobs, policy_logprobs, prompt_keys,
                                    token_budget_chunks)
+from rlvr.learner.guards import require_finite_norm
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
@@ -78,9 +82,12 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
              batch.sampler_logprobs[rows, lo:hi], adv[:, lo:hi] if adv.dim() == 2 else adv]
     parts += [None if t is None else t[rows, lo:hi] for t in (batch.ref_logprobs, batch.values, batch.returns)]
     parts.append(None if batch.off_policy is None else batch.off_policy[rows])
+    parts.append(None if batch.token_select is None else batch.token_select[rows, lo:hi])
     if device is not None:
         parts = [None if t is None else t.to(device, non_blocking=True) for t in parts]
     sub = Batch(*parts)
+    if batch.image_inputs is not None:  # a vision-language policy's rows keep their images
+        sub.image_inputs = [batch.image_inputs[int(r)] for r in rows]
     return sub, completion_start(sub)
 
 
@@ -112,16 +119,39 @@ def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
     model.eval()
     out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
         model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True,
-        chunk_size=cfg.train.logprob_chunk_size)[1])
+        chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[1])
     model.train(was_training)
     return out
 
 
-def reference_kl(ref_model, batch: Batch, cfg, device) -> torch.Tensor:
-    """Per-token k1 = log pi_sampler - log pi_ref at every completion position, [B, T] (no grad)."""
-    return per_token_pass(batch, cfg, device, lambda mb, start: mb.sampler_logprobs[:, start:] - policy_logprobs(
-        ref_model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-        chunk_size=cfg.train.logprob_chunk_size)[0].float())
+def reference_kl(model, ref_model, batch: Batch, cfg, device) -> torch.Tensor:
+    """Per-token k1 = log pi_old - log pi_ref at every completion position, [B, T] (no grad).
+
+    ``pi_old`` is the learner's policy before this step's update (``model``), not the sampler: the KL
+    penalty in the reward measures how far the trained policy has moved from the reference, and the
+    sampler's log-probs carry its own precision and staleness (verl's ``apply_kl_penalty`` also subtracts
+    the actor's recomputed ``old_log_probs``).  Demonstration rows (``batch.off_policy``) get 0: they are
+    not drawn from the policy, so ``log pi_old - log pi_ref`` on their tokens estimates no KL of it.
+    """
+    def k1(mb: Batch, start: int) -> torch.Tensor:
+        def logp(m):
+            return policy_logprobs(m, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
+                                   chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[0].float()
+
+        return logp(model) - logp(ref_model)
+
+    was_training = model.training
+    model.eval()
+    out = per_token_pass(batch, cfg, device, k1)
+    model.train(was_training)
+    if batch.off_policy is not None:
+        out = out * (~batch.off_policy.bool()).unsqueeze(-1).to(out.dtype)
+    return out
+
+
+def _images(mb: Batch) -> dict:
+    """``images=`` for the log-prob functions when the micro-batch has image rows ({} for text: the call is unchanged)."""
+    return {"images": mb.image_inputs} if mb.image_inputs is not None else {}
 
 
 def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
@@ -131,63 +161,111 @@ def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
 
 
 def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
-                  critic_optimizer=None, train_policy: bool = True) -> dict[str, float]:
-    """One optimizer step per PPO epoch over ``batch``; returns averaged diagnostics.
+                  critic_optimizer=None, train_policy: bool = True,
+                  entropy_coef: float | None = None) -> dict[str, float]:
+    """``algorithm.ppo_epochs`` passes over ``batch``, each ``algorithm.mini_batches`` optimizer steps; returns
+    averaged diagnostics.
+
+    The rows are split, in order, into ``algorithm.mini_batches`` mini-batches of (nearly) equal size (verl's
+    ``ppo_mini_batch_size``, as a count); each is one optimizer step, with gradients accumulated over its
+    micro-batches and the loss normalised by the mini-batch's own tokens or sequences.  ``logp_old``, the
+    ratio's denominator, is the learner's log-prob before the step's first optimizer step: with one
+    mini-batch it is epoch 0's own forward pass, detached (the weights do not change within that epoch, so
+    no extra pass; the first epoch has ratio exactly 1, as TRL's ``old_per_token_logps = per_token_logps
+    .detach()``); with several, a no-grad pass over the whole batch comes first (verl's ``compute_log_prob``
+    before ``update_policy``), so from the second optimizer step on the ratio, and every clip, acts.  The
+    learning-rate schedule is the caller's and steps once per rollout batch (verl steps its actor scheduler
+    once per ``update_actor`` call).
 
     With a ``critic`` (PPO with GAE) every micro-batch also computes the
     clipped value loss against ``batch.returns``, weighted by
     ``algorithm.value.coef`` and aggregated like the policy loss; the critic's
-    parameters are clipped and stepped by ``critic_optimizer``.  A shared
+    parameters are clipped and stepped by ``critic_optimizer`` at every optimizer step.  A shared
     critic reads the hidden states of the policy's own forward pass, so its
     loss also trains the policy's trunk.  ``train_policy=False`` (critic
     warm-up) trains the critic alone: no policy loss, no policy step, and a
     shared head reads detached hidden states.
 
     Gradients are accumulated over micro-batches with weights chosen so the sum
-    equals the loss aggregated over the whole batch (token-mean: tokens in the
-    micro-batch / tokens in the batch; sequence means: sequences / sequences).
+    equals the loss aggregated over the whole mini-batch (token-mean: tokens in the
+    micro-batch / tokens in the mini-batch; sequence means: sequences / sequences).
 
     ``dp`` (a :class:`rlvr.distributed.fsdp.DataParallel`, None on one process)
-    makes this one rank of a data-parallel step: ``batch`` is the rank's share,
-    the normalisers are the global token / sequence counts, and every rank runs
-    the same number of passes.  Diagnostics stay per rank.
+    makes this one rank of a data-parallel step: ``batch`` is the rank's share (each rank splits its own rows
+    into the mini-batches; mini-batch ``m`` is the union of every rank's ``m``-th part),
+    the normalisers are the global token / sequence counts of each mini-batch, and every rank runs
+    the same number of passes.  Diagnostics stay per rank; ``grad_norm`` is the last optimizer step's.
+
+    ``entropy_coef`` replaces ``algorithm.entropy_coef`` for this update (the entropy floor's adaptive
+    coefficient).  A policy loss that selects tokens over the whole batch (Clip-Cov / KL-Cov with
+    ``scope="batch"``, :func:`rlvr.algorithms.entropy_control.batch_token_selection`) selects them here,
+    once per rollout batch, from the sampler's log-probs of every counted token (this rank's rows under
+    ``dp``); every micro-batch of every optimizer step gets its slice.
     """
-    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy).run()
+    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy,
+                        entropy_coef).run()
+
+
+@dataclass
+class MiniBatch:
+    """One optimizer step's share of the batch: its micro-batches (indices into ``PolicyUpdate.chunks``), the rows
+    it learns from, and its loss normalisers (global under data parallelism)."""
+
+    chunks: list[int]
+    rows: torch.Tensor
+    tokens: torch.Tensor | float  # completion tokens of every row of the mini-batch (learned from or not), >= 1
+    seqs: int  # rows of the mini-batch
+    passes: int  # micro-batch passes (the largest count of any rank under data parallelism)
 
 
 class PolicyUpdate:
-    """The state of one :func:`update_policy` call: which rows are learned from, normalisers, running sums."""
+    """The state of one :func:`update_policy` call: mini-batches of rows learned from, normalisers, running sums."""
 
     def __init__(self, model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
-                 critic_optimizer=None, train_policy: bool = True):
+                 critic_optimizer=None, train_policy: bool = True, entropy_coef: float | None = None):
         alg, tcfg = cfg.algorithm, cfg.train
+        self.entropy_coef = alg.entropy_coef if entropy_coef is None else entropy_coef
+        selected_rows, self.selection_stats = self.select_tokens(batch, alg)  # Clip-Cov / KL-Cov, batch-wide
+        if self.selection_stats is not None:
+            batch = dataclasses.replace(batch, token_select=self.selection_stats.pop("_selected"))
         self.model, self.optimizer, self.batch, self.cfg, self.ref_model = model, optimizer, batch, cfg, ref_model
         self.dp, self.critic, self.critic_optimizer, self.train_policy = dp, critic, critic_optimizer, train_policy
         self.B = batch.input_ids.shape[0]
-        self.total_tokens = batch.completion_mask.sum().clamp(min=1)
-        rows = torch.arange(self.B)
-        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and alg.entropy_coef == 0 \
+        keep = torch.ones(self.B, dtype=torch.bool)
+        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and self.entropy_coef == 0 \
                 and critic is None:  # the critic learns from every row
             nonzero = batch.advantages != 0
-            rows = rows[nonzero.any(-1) if nonzero.dim() == 2 else nonzero]
-        self.rows = rows
-        if tcfg.micro_batch_tokens > 0:  # packed micro-batches filled to a token budget
-            shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch)) \
-                if tcfg.share_prompts else None
-            self.chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens, shared)
-        else:
-            self.chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+            keep = nonzero.any(-1) if nonzero.dim() == 2 else nonzero
+            if selected_rows is not None:  # KL-Cov: a selected token has a gradient at any advantage
+                keep = keep | selected_rows
         self.packed = tcfg.micro_batch_tokens > 0
+        shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch), **_images(batch)) \
+            if self.packed and tcfg.share_prompts else None
+        one = alg.mini_batches == 1
+        parts = [torch.arange(self.B)] if one else list(torch.arange(self.B).tensor_split(alg.mini_batches))
+        self.chunks: list[torch.Tensor] = []
+        self.minis: list[MiniBatch] = []
+        for part in parts:
+            rows = part[keep[part]]
+            if self.packed:  # packed micro-batches filled to a token budget
+                chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens, shared)
+            else:
+                chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+            local = batch.completion_mask.sum() if one else batch.completion_mask[part].sum()
+            tokens, seqs, passes = local.clamp(min=1), len(part), len(chunks)
+            if dp is not None:  # global normalisers, and the largest pass count of any rank
+                tokens, seqs, passes = dp.global_sizes(float(local), len(part), len(chunks))
+            self.minis.append(MiniBatch(list(range(len(self.chunks), len(self.chunks) + len(chunks))), rows,
+                                        tokens, seqs, passes))
+            self.chunks += chunks
+        self.rows = self.minis[0].rows if one else torch.cat([m.rows for m in self.minis])
+        self.prepass = not one  # logp_old before the first optimizer step: a pass over the whole batch
         self.logprobs = functools.partial(packed_logprobs, share_prompts=tcfg.share_prompts) if self.packed \
             else policy_logprobs
-        self.n_passes, self.grad_scale = len(self.chunks), 1.0
-        if dp is not None:  # global normalisers, and the largest pass count of any rank
-            self.total_tokens, self.B, self.n_passes = dp.global_sizes(float(batch.completion_mask.sum()), self.B,
-                                                                       len(self.chunks))
-            self.grad_scale = dp.grad_scale
+        self.grad_scale = 1.0 if dp is None else dp.grad_scale
         self.sums: dict[str, float] = {}
         self.weight_total = 0.0
-        self.mismatch_tokens = 0.0  # first-epoch tokens with a sampler log-prob (demonstrations have none)
+        self.mismatch_tokens = 0.0  # first-pass tokens with a sampler log-prob (demonstrations have none)
         self.mismatch_max = 0.0  # largest |learner - sampler| log-prob of those tokens
         self.ratio_outside = 0.0  # of those tokens, how many have exp(learner - sampler) outside [0.9, 1.1]
         self.learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
@@ -197,31 +275,50 @@ class PolicyUpdate:
         self.amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
         self.shared = critic is not None and critic.shared
 
+    @staticmethod
+    def select_tokens(batch: Batch, alg) -> tuple[torch.Tensor | None, dict | None]:
+        """The policy loss's batch-wide token selection: (rows a zero advantage must not drop, or None;
+        stats with the [B, T] selection under ``"_selected"``), or (None, None) for other losses."""
+        mask = batch.completion_mask
+        if batch.off_policy is not None:  # demonstrations have no sampler log-probs and get their own loss
+            mask = torch.where(batch.off_policy.unsqueeze(-1), torch.zeros_like(mask), mask)
+        out = batch_token_selection(alg.policy_loss, alg.policy_loss_params, batch.sampler_logprobs,
+                                    batch.advantages, mask)
+        if out is None:
+            return None, None
+        selected, stats, gradient_on_zero_advantage = out
+        return (selected.any(-1) if gradient_on_zero_advantage else None), {**stats, "_selected": selected}
+
     def run(self) -> dict[str, float]:
-        """``algorithm.ppo_epochs`` optimizer steps, each accumulating gradients over every micro-batch."""
+        """``algorithm.ppo_epochs`` passes, each one optimizer step per mini-batch."""
         alg, tcfg = self.cfg.algorithm, self.cfg.train
         grad_norm = critic_norm = 0.0
         if tcfg.activation_checkpointing:
             enable_activation_checkpointing(self.model)
         self.model.train()
+        if self.prepass:
+            self.old_logprob_pass()
         for epoch in range(alg.ppo_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.critic_optimizer is not None:
-                self.critic_optimizer.zero_grad(set_to_none=True)
-            for ci in range(self.n_passes):
-                if ci >= len(self.chunks):  # this rank has run out of rows: zero-loss pass, same collectives
-                    self.dp.idle_pass(self.model, self.ref_model if self.kl_coef > 0 else None)
-                    continue
-                self.micro_batch(epoch, ci)
-            if self.n_passes and self.critic_optimizer is not None:
-                critic_norm = clip_gradients(list(self.critic.parameters()), tcfg.max_grad_norm)
-                self.critic_optimizer.step()
-            if self.n_passes and self.train_policy:
-                grad_norm = clip_gradients(list(self.model.parameters()), tcfg.max_grad_norm)
-            self.optimizer.step()  # a no-op without gradients (critic warm-up too); keeps the LR scheduler's order
+            for mini in self.minis:
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.critic_optimizer is not None:
+                    self.critic_optimizer.zero_grad(set_to_none=True)
+                for j in range(mini.passes):
+                    if j >= len(mini.chunks):  # this rank has run out of rows: zero-loss pass, same collectives
+                        self.dp.idle_pass(self.model, self.ref_model if self.kl_coef > 0 else None)
+                        continue
+                    self.micro_batch(epoch, mini.chunks[j], mini)
+                if mini.passes and self.critic_optimizer is not None:
+                    critic_norm = clip_gradients(list(self.critic.parameters()), tcfg.max_grad_norm)
+                    require_finite_norm(critic_norm, "critic")  # guards.py: nothing non-finite reaches the weights
+                    self.critic_optimizer.step()
+                if mini.passes and self.train_policy:
+                    grad_norm = clip_gradients(list(self.model.parameters()), tcfg.max_grad_norm)
+                    require_finite_norm(grad_norm, "policy")
+                self.optimizer.step()  # a no-op without gradients (critic warm-up too)
         sums, weight_total = self.sums, self.weight_total
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
-        if weight_total:  # mismatch was summed over first-epoch tokens only (those with a sampler log-prob)
+        if weight_total:  # mismatch was summed over first-pass tokens only (those with a sampler log-prob)
             out["logprob_mismatch"] = sums["logprob_mismatch"] / max(self.mismatch_tokens, 1.0)
             out["logprob_mismatch_max"] = self.mismatch_max
             out["sampler_ratio_outside"] = self.ratio_outside / max(self.mismatch_tokens, 1.0)
@@ -229,35 +326,57 @@ class PolicyUpdate:
                     "learner_tokens": int(weight_total)})
         if self.critic is not None:
             out["critic_grad_norm"] = critic_norm
+        if self.selection_stats is not None:
+            out.update(self.selection_stats)
         return out
 
-    def micro_batch(self, epoch: int, ci: int) -> None:
-        """Forward, loss and backward of micro-batch ``ci``; its diagnostics join the running sums."""
+    def old_logprob_pass(self) -> None:
+        """Several optimizer steps per batch: every micro-batch's ``logp_old`` (and sampler mismatch, importance
+        weights) from the weights before the first step, without gradients."""
+        cfg = self.cfg
+        with torch.no_grad():
+            for mini in self.minis:
+                for j in range(mini.passes):
+                    if j >= len(mini.chunks):  # same collectives as the ranks that have rows
+                        self.dp.idle_pass(self.model, backward=False)
+                        continue
+                    ci = mini.chunks[j]
+                    mb, start = sub_batch(self.batch, self.chunks[ci], self.device)
+                    with self.amp:
+                        logp, _ = self.logprobs(self.model, mb.input_ids, mb.attention_mask, start,
+                                                cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size,
+                                                **_images(mb))
+                    self.first_pass(ci, mb, start, logp, mb.completion_mask[:, start:])
+
+    def micro_batch(self, epoch: int, ci: int, mini: MiniBatch) -> None:
+        """Forward, loss and backward of micro-batch ``ci`` of ``mini``; its diagnostics join the running sums."""
         alg, cfg, model = self.cfg.algorithm, self.cfg, self.model
         chunk = self.chunks[ci]
         mb, start = sub_batch(self.batch, chunk, self.device)
         with self.amp, torch.set_grad_enabled(self.train_policy):
             logp, ent, *hidden = self.logprobs(model, mb.input_ids, mb.attention_mask, start,
                                                cfg.rollout.temperature, with_entropy=True,
-                                               entropy_grad=alg.entropy_coef > 0, return_hidden=self.shared,
-                                               chunk_size=cfg.train.logprob_chunk_size)
+                                               entropy_grad=self.entropy_coef > 0, return_hidden=self.shared,
+                                               chunk_size=cfg.train.logprob_chunk_size, **_images(mb))
         mask = mb.completion_mask[:, start:]
-        if epoch == 0:
+        if epoch == 0 and not self.prepass:
             self.first_pass(ci, mb, start, logp, mask)
         ref_logp = None
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
                 ref_logp, _ = self.logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size)
+                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size,
+                                            **_images(mb))
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
                             kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
                             clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
                             policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
-                            entropy=ent if alg.entropy_coef > 0 else None, entropy_coef=alg.entropy_coef,
+                            entropy=ent if self.entropy_coef > 0 else None, entropy_coef=self.entropy_coef,
                             is_weights=self.is_weights[ci], off_policy=mb.off_policy,
-                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1)
-        w = float(mask.sum() / self.total_tokens) if alg.loss_agg == "token_mean" else len(chunk) / self.B
+                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1,
+                            token_select=None if mb.token_select is None else mb.token_select[:, start:])
+        w = float(mask.sum() / mini.tokens) if alg.loss_agg == "token_mean" else len(chunk) / mini.seqs
         total = loss  # without gradient under train_policy=False: logp was computed without it
         if self.critic is not None:  # PPO's value loss, against the GAE returns
             total = total + self.value_term(mb, start, hidden, mask, m)
@@ -271,7 +390,7 @@ class PolicyUpdate:
         self.weight_total += n_tok
 
     def first_pass(self, ci: int, mb: Batch, start: int, logp: torch.Tensor, mask: torch.Tensor) -> None:
-        """Epoch 0: keep the learner's log-probs as ``logp_old``; sampler mismatch and importance weights."""
+        """Keep the learner's log-probs before any update as ``logp_old``; sampler mismatch and importance weights."""
         alg = self.cfg.algorithm
         old = logp.detach()
         if mb.off_policy is not None:  # demonstrations: behaviour probability 1 (log 0), as their sampler log-probs

@@ -179,6 +179,11 @@ def load_policy(
     if dtype not in dtypes:
         raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     path = resolve_model_path(name_or_path, cache)
+    from rlvr.models.vision import is_vision_checkpoint, load_vision_policy
+
+    if is_vision_checkpoint(path):  # image-text-to-text: its processor rides on the tokenizer
+        model, tok = load_vision_policy(path, dtype=dtypes[dtype], device=device)
+        return (model, tok) if with_tokenizer else model
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtypes[dtype])
     except OSError as e:

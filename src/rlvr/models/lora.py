@@ -44,21 +44,13 @@ class MissingExtraError(ImportError):
 
 class LoraSettings(ConfigModel):
     enabled: bool = option(False, "train LoRA adapters (peft) instead of all weights; needs pip install rlvr[lora]")
-    r: int = option(16, "LoRA rank r")
-    alpha: float = option(32.0, "LoRA scaling numerator: the update is (alpha / r) * B @ A")
-    dropout: float = option(0.0, "dropout on the LoRA branch's input")
+    r: int = option(16, "LoRA rank r", ge=1)
+    alpha: float = option(32.0, "LoRA scaling numerator: the update is (alpha / r) * B @ A", gt=0)
+    dropout: float = option(0.0, "dropout on the LoRA branch's input", ge=0, lt=1)
     target_modules: list[str] = option(None, "linear layers that get adapters (default: Llama-style attention + MLP)",
-                                       default_factory=lambda: list(LLAMA_TARGET_MODULES))
+                                       default_factory=lambda: list(LLAMA_TARGET_MODULES), min_length=1)
     merge_for_rollout: bool = option(True, "sample from a merged copy (W + BA; faster decoding, one more copy of "
                                            "the weights) instead of through the adapters")
-
-    def check(self) -> None:
-        if self.r < 1:
-            raise ValueError("model.lora.r must be >= 1")
-        if not 0 <= self.dropout < 1:
-            raise ValueError("model.lora.dropout must be in [0, 1)")
-        if not self.target_modules:
-            raise ValueError("model.lora.target_modules must name at least one module")
 
 
 def require_peft():
@@ -82,7 +74,7 @@ def apply_lora(model, settings: LoraSettings):
     The returned ``PeftModel`` shares the base weights with ``model`` (frozen in place).
     """
     peft = require_peft()
-    settings.check()
+    settings = LoraSettings.model_validate(settings.model_dump())  # the ranges, also after a change in place
     config = peft.LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                              target_modules=list(settings.target_modules), bias="none", task_type="CAUSAL_LM")
     return peft.get_peft_model(model, config)

@@ -6,7 +6,10 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import model_validator
 
 from rlvr.config import ConfigModel, option
 from rlvr.models.lora import LoraSettings
@@ -49,22 +52,22 @@ class TaskConfig(ConfigModel):
     answer_field: str = option("answer", "jsonl task: field holding the reference answer")
     template: str = option("What is {expression}? Put the final answer in \\boxed{{}}.",
                            "arithmetic task: prompt template with {expression}")
-    num_operands: int = option(2, "arithmetic task: operands per expression")
+    num_operands: int = option(2, "arithmetic task: operands per expression", ge=2)
     min_value: int = option(1, "arithmetic task: smallest operand")
     max_value: int = option(50, "arithmetic task: largest operand")
     operators: list[str] = option(None, "arithmetic task: operators drawn from + - *", default_factory=lambda: ["+"])
-    num_train: int = option(2000, "arithmetic task: training problems")
-    num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)")
+    num_train: int = option(2000, "arithmetic task: training problems", ge=0)
+    num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)", ge=0)
     system_prompt: str | None = option(None, "system message for every prompt (None: the chat template's default)")
     seed: int = option(0, "seed of the problem generator and split")
 
 
 class RolloutConfig(ConfigModel):
-    group_size: int = option(8, "completions sampled per prompt (G)")
-    max_new_tokens: int = option(64, "cap on generated tokens per completion")
-    temperature: float = option(1.0, "sampling temperature during training")
-    top_p: float = option(1.0, "nucleus sampling mass during training")
-    batch_size: int = option(64, "sequences decoded together by the engine")
+    group_size: int = option(8, "completions sampled per prompt (G)", ge=1)
+    max_new_tokens: int = option(64, "cap on generated tokens per completion", ge=1)
+    temperature: float = option(1.0, "sampling temperature during training", ge=0)
+    top_p: float = option(1.0, "nucleus sampling mass during training", gt=0, le=1)
+    batch_size: int = option(64, "sequences decoded together by the engine", ge=1)
     engine: str = option("hf", "rollout engine, a name in rlvr.engines.registry.ENGINES: hf (in-process HF model, "
                                "the CPU default) or vllm (needs the gpu extra)")
     engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
@@ -77,9 +80,10 @@ class RolloutConfig(ConfigModel):
                "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
                "for vLLM see rollout.vllm_sleep")
     vllm_gpu_memory_utilization: float = option(
-        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)")
-    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over")
-    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)")
+        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)",
+        gt=0, le=1)
+    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over", ge=1)
+    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)", ge=0)
     vllm_sleep: bool = option(False, "vllm: sleep (weights to CPU RAM, KV cache freed) during the learner step "
                                      "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
 
@@ -90,11 +94,11 @@ class ValueConfig(ConfigModel):
     critic: Literal["separate", "shared"] = option(
         "separate", "separate: a copy of the policy's trunk plus a value head, own optimizer (verl/OpenRLHF); "
                     "shared: a value head on the policy's last hidden state, trained through its trunk")
-    coef: float = option(0.5, "weight of the value loss (vf_coef)")
+    coef: float = option(0.5, "weight of the value loss (vf_coef)", gt=0)
     clip: float | None = option(0.2, "value clipping: new values stay within this of the rollout-time values "
-                                     "(null: unclipped MSE)")
-    lr: float = option(1e-4, "critic learning rate (the head, and the trunk of a separate critic)")
-    warmup_steps: int = option(0, "first N steps train the critic only; the policy is not updated")
+                                     "(null: unclipped MSE)", gt=0)
+    lr: float = option(1e-4, "critic learning rate (the head, and the trunk of a separate critic)", gt=0)
+    warmup_steps: int = option(0, "first N steps train the critic only; the policy is not updated", ge=0)
 
 
 class AlgorithmConfig(ConfigModel):
@@ -106,52 +110,139 @@ class AlgorithmConfig(ConfigModel):
                                               "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
                                               "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
-                                          "dual_clip, gspo, topr)")
+                                          "dual_clip, gspo, topr; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
-                                                "dual_clip; gspo/topr clip ranges", default_factory=dict)
-    entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)")
+                                                "dual_clip; gspo/topr clip ranges; {ratio: 0.02, cov_low: 1, "
+                                                "cov_high: 5} for clip_cov; {ratio: 0.02, coef: 1} for kl_cov",
+                                                default_factory=dict)
+    entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)", ge=0)
+    entropy_floor: float = option(
+        0.0, "adaptive entropy bonus (Skywork-OR1): target mean token entropy in nats; while the measured "
+             "entropy is below it the bonus is on and its weight grows (0: off)", ge=0)
+    entropy_floor_delta: float = option(0.001, "entropy floor: change of the bonus weight per step", gt=0)
+    entropy_floor_max_coef: float = option(0.01, "entropy floor: largest bonus weight, added to entropy_coef", gt=0)
     is_correction: str = option(
         "none", "importance correction for sampler-vs-learner mismatch: truncated (tis) or masked (mis) weights")
     is_params: dict[str, Any] = option(None, "importance-correction options, e.g. {cap: 2, level: token}",
                                        default_factory=dict)
-    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop all-equal-reward groups and refill the batch")
-    max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on")
-    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low)")
-    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher")
-    kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model")
+    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose samples are all correct or "
+                                           "all wrong (by the verdicts, not the shaped reward) and refill the batch")
+    max_sampling_rounds: int = option(4, "generation rounds per step at most when dynamic_sampling is on", ge=1)
+    clip_low: float = option(0.2, "PPO clip range below 1 (ratio >= 1 - clip_low); read by ppo_clip, dual_clip, "
+                                  "clip_cov and kl_cov; acts from the second optimizer step of a batch "
+                                  "(mini_batches or ppo_epochs > 1)", ge=0, le=1)
+    clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
+                                   "acts from the second optimizer step of a batch", ge=0)
+    kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model", ge=0)
     kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
-        "token_mean", "how per-token losses are averaged")
-    kl_in_reward: bool = option(False, "fold the KL penalty into the reward (REINFORCE++: r - kl_coef * sum_t k1) "
-                                       "instead of adding a KL loss term")
-    ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)")
-    ref_reset_kl: float | None = option(None, "ProRL: also reset the reference when the step's KL exceeds this")
+        "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
+                      "policy loss's own: token_mean for ppo_clip / dual_clip, seq_mean_token_mean for gspo, "
+                      "seq_mean_token_sum for topr")
+    kl_in_reward: bool = option(False, "fold the KL penalty into the reward instead of adding a KL loss term: "
+                                       "k1 = log pi_old - log pi_ref per token (pi_old: the learner before the "
+                                       "step; demonstrations 0), r - kl_coef * sum_t k1 for sequence-level "
+                                       "estimators, token by token for reinforce_pp and gae")
+    ref_reset_every: int = option(0, "ProRL: copy the policy into the reference every N steps (0: never)", ge=0)
+    ref_reset_kl: float | None = option(None, "ProRL: also reset the reference when the step's KL exceeds this", gt=0)
     ref_reset_optimizer: bool = option(True, "ProRL: clear the optimizer state when the reference is reset")
     difficulty_filter: bool = option(False, "online difficulty filter: skip prompts whose running pass rate lies "
                                             "outside [difficulty_low, difficulty_high] before generating")
-    difficulty_low: float = option(0.0, "difficulty filter: lowest running pass rate kept (0 keeps unsolved ones)")
-    difficulty_high: float = option(0.9, "difficulty filter: highest running pass rate kept")
-    difficulty_alpha: float = option(0.5, "difficulty filter: EMA weight of the newest pass rate")
-    ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts")
+    difficulty_low: float = option(0.0, "difficulty filter: lowest running pass rate kept (0 keeps unsolved ones)",
+                                   ge=0, le=1)
+    difficulty_high: float = option(0.9, "difficulty filter: highest running pass rate kept", ge=0, le=1)
+    difficulty_alpha: float = option(0.5, "difficulty filter: EMA weight of the newest pass rate", gt=0, le=1)
+    ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts", ge=1)
+    mini_batches: int = option(
+        1, "optimizer steps per pass: the batch's sequences are split, in order, into this many mini-batches, each "
+           "normalised on its own and followed by an optimizer step (verl's ppo_mini_batch_size = batch / "
+           "mini_batches); up to train.prompts_per_step x rollout.group_size.  With more than one optimizer step "
+           "per batch, logp_old comes from a pass over the whole batch before the first, so the clip range, dual "
+           "clip and TOPR's truncation act; the LR schedule still steps once per batch", ge=1)
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
+
+    def check(self) -> None:
+        from rlvr.algorithms import POLICY_LOSSES
+        from rlvr.algorithms.losses import loss_aggregation
+
+        if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
+                and loss_aggregation(self.policy_loss) != self.loss_agg:
+            # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
+            self.loss_agg = loss_aggregation(self.policy_loss)
+        if self.policy_loss in POLICY_LOSSES:
+            self._check_clips("clip_range" in POLICY_LOSSES.entry(self.policy_loss).tags)
+
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per rollout batch: ``ppo_epochs x mini_batches``."""
+        return self.ppo_epochs * self.mini_batches
+
+    def _check_clips(self, takes_clip_range: bool) -> None:
+        """Refuse clip options that cannot act: read by no loss, or with a ratio that is always 1.
+
+        ``logp_old`` is the learner's own log-prob before the step's first optimizer step, so with one
+        optimizer step per rollout batch every importance ratio is exactly 1 (the sampler's staleness and
+        precision are ``is_correction``'s, not the ratio's): no clip range, dual clip or truncation acts.
+        Defaults are never refused (the default clip range 0.2 is then inert but harmless).
+        """
+        fields = type(self).model_fields
+        clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default)
+        if clip_set and not takes_clip_range:
+            raise ValueError(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} are read by the "
+                             f"losses with a PPO clip range (ppo_clip, dual_clip, clip_cov, kl_cov), not by "
+                             f"{self.policy_loss}: give its own options in algorithm.policy_loss_params")
+        if self.optimizer_steps() > 1:
+            return
+        why = []
+        if clip_set:
+            why.append(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} (the PPO clip range"
+                       + ("; DAPO's clip-higher" if self.clip_high > self.clip_low else "") + ")")
+        if self.policy_loss == "dual_clip" or "dual_clip" in self.policy_loss_params:
+            why.append("the dual clip (algorithm.policy_loss=dual_clip: it bounds the loss of negative-advantage "
+                       "tokens whose ratio exceeds clip_ratio_c)")
+        if self.policy_loss == "topr":
+            why.append("algorithm.policy_loss=topr (it truncates the ratio of negative samples; at ratio 1 it is "
+                       "plain REINFORCE: ppo_clip with loss_agg=seq_mean_token_sum)")
+        if self.policy_loss == "gspo" and {"clip_low", "clip_high"} & set(self.policy_loss_params):
+            why.append("algorithm.policy_loss_params clip_low / clip_high of gspo (its sequence-ratio clip)")
+        if self.policy_loss in ("clip_cov", "kl_cov") and {"clip_low", "clip_high"} & set(self.policy_loss_params):
+            why.append(f"algorithm.policy_loss_params clip_low / clip_high of {self.policy_loss} (its PPO clip range)")
+        if self.policy_loss == "kl_cov":
+            why.append("algorithm.policy_loss=kl_cov (its |logp - logp_old| penalty and that penalty's gradient are 0 "
+                       "at ratio 1: it is then the unclipped policy gradient, ppo_clip's at ratio 1)")
+        if self.advantage == "gae" and self.value.clip is not None and self.value.clip > 0 \
+                and self.value.clip != ValueConfig.model_fields["clip"].default:
+            why.append(f"algorithm.value.clip={self.value.clip} (the critic's move from its rollout-time values)")
+        if why:
+            raise ValueError(f"{'; '.join(why)}: cannot act with one optimizer step per rollout batch "
+                             "(algorithm.ppo_epochs=1, algorithm.mini_batches=1): the policy (and critic) has not moved "
+                             "when the loss is taken, so every importance ratio is exactly 1 (logp_old is the learner's "
+                             "own; a stale or low-precision sampler is algorithm.is_correction's). Set "
+                             "algorithm.mini_batches > 1 "
+                             "(several optimizer steps per batch, as verl's ppo_mini_batch_size) or "
+                             "algorithm.ppo_epochs > 1")
 
 
 class RewardConfig(ConfigModel):
     verifier: str = option("numeric", "registered verifier name scoring each completion")
     verifier_params: dict[str, Any] = option(None, "options of the verifier, e.g. {tolerance: 0.01} for numeric",
                                              default_factory=dict)
+    warn_verifier_errors: float = option(0.2, "warn on the console, with the first error, when more than this "
+                                              "share of a step's verdicts are verifier errors (exceptions, scored "
+                                              "0); 1: never", ge=0, le=1)
     correct_reward: float = option(1.0, "reward when the verifier accepts")
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
     overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
-                                        "rollout.max_new_tokens (0: off)")
+                                        "rollout.max_new_tokens (0: off)", ge=0)
     laser_target_length: int = option(0, "LASER length shaping: bonus for correct answers of at most this many "
-                                         "tokens (0: off)")
-    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus")
-    flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)")
-    flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)")
+                                         "tokens (0: off)", ge=0)
+    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus", ge=0)
+    flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)",
+                                        ge=0, lt=1)
+    flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)",
+                                        ge=0, lt=1)
     source: str = option("verifier", "where a group's rewards come from, a name in rlvr.rewards.REWARD_SOURCES: "
                                      "verifier (the verdict, scaled by correct_reward/wrong_reward), majority_vote "
                                      "(TTRL: agreement with the group's majority answer, no labels), self_certainty "
@@ -215,11 +306,11 @@ class CurriculumConfig(ConfigModel):
     levels: list[dict[str, Any]] = option(None, "task options of each level, easiest first, e.g. "
                                                 "[{max_value: 9}, {max_value: 99}]; task.* fields or task.params "
                                                 "keys (empty: no curriculum)", default_factory=list)
-    low: float = option(0.2, "move one level down when the rolling pass rate falls below this")
-    high: float = option(0.8, "move one level up when the rolling pass rate rises above this")
-    window: int = option(32, "groups in the rolling pass rate")
-    min_groups: int = option(16, "groups seen at a level before it may change")
-    start_level: int = option(0, "level of the first step")
+    low: float = option(0.2, "move one level down when the rolling pass rate falls below this", ge=0, le=1)
+    high: float = option(0.8, "move one level up when the rolling pass rate rises above this", ge=0, le=1)
+    window: int = option(32, "groups in the rolling pass rate", ge=1)
+    min_groups: int = option(16, "groups seen at a level before it may change", ge=1)
+    start_level: int = option(0, "level of the first step", ge=0)
     eval_level: int = option(-1, "level whose held-out problems are evaluated (-1: the hardest)")
     fixed: bool = option(False, "stay at start_level (the fixed-difficulty control of a curriculum run; the "
                                 "levels are still built and logged)")
@@ -241,91 +332,90 @@ class GuidanceConfig(ConfigModel):
     hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
                                 "the start of the answer (not trained on) until a sample succeeds")
     hint_fractions: list[float] = option(None, "hint levels: shares of the solution's tokens revealed, increasing, "
-                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75])
+                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75],
+                                       min_length=1)
     demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
                                          "solution as an off-policy completion (shaped, unclipped loss)")
-    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens")
+    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
 
     def check(self) -> None:
         f = self.hint_fractions
         if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
             raise ValueError(f"guidance.hint_fractions must be a non-empty, strictly increasing list of shares in "
                              f"(0, 1), got {f}")
-        if not self.shaping_gamma > 0:
-            raise ValueError(f"guidance.shaping_gamma must be > 0, got {self.shaping_gamma}")
 
 
 class TrainConfig(ConfigModel):
-    steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)")
+    steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)", ge=0)
     max_minutes: float = option(0.0, "stop before the next step once this many minutes of training have passed in "
                                      "this process (0: no limit; set-up and the evaluation before training are "
-                                     "not counted); equal wall-clock budgets")
+                                     "not counted); equal wall-clock budgets", ge=0)
     max_rollouts: int = option(0, "stop once this many completions have been generated (0: no limit); "
-                                  "equalises budgets when dynamic sampling generates more per step")
-    prompts_per_step: int = option(8, "distinct prompts per step")
-    micro_batch_size: int = option(16, "sequences per forward/backward pass (gradient accumulation)")
-    lr: float = option(2e-5, "peak learning rate (AdamW)")
+                                  "equalises budgets when dynamic sampling generates more per step", ge=0)
+    prompts_per_step: int = option(8, "distinct prompts per step", ge=1)
+    micro_batch_size: int = option(16, "sequences per forward/backward pass (gradient accumulation)", ge=1)
+    lr: float = option(2e-5, "peak learning rate (AdamW)", gt=0)
     optimizer: Literal["adamw", "adamw_bf16"] = option(
         "adamw", "adamw: torch AdamW (fp32 moments); adamw_bf16: the same update with both moments stored in "
                  "bfloat16 with stochastic rounding (half the optimizer memory: -0.54 GB for the 135M model)")
-    weight_decay: float = option(0.0, "AdamW weight decay")
-    betas: list[float] = option(None, "AdamW betas", default_factory=lambda: [0.9, 0.99])
-    warmup_steps: int = option(2, "linear warm-up steps")
+    weight_decay: float = option(0.0, "AdamW weight decay", ge=0)
+    betas: list[float] = option(None, "AdamW betas", default_factory=lambda: [0.9, 0.99], min_length=2, max_length=2)
+    warmup_steps: int = option(2, "linear warm-up steps", ge=0)
     schedule: Literal["constant", "cosine", "linear"] = option("constant", "LR schedule after warm-up")
-    max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)")
+    max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)", ge=0)
     seed: int = option(0, "seed for sampling, data order and initialisation")
     output_dir: str = option("runs/default", "where metrics, checkpoints and eval results are written")
-    save_every: int = option(10, "checkpoint every N steps (0: only at the end and on interrupt)")
-    keep_checkpoints: int = option(2, "how many recent checkpoints to keep")
+    save_every: int = option(10, "checkpoint every N steps (0: only at the end and on interrupt)", ge=0)
+    keep_checkpoints: int = option(2, "how many recent checkpoints to keep", ge=0)
     resume: bool = option(False, "continue from the latest checkpoint in output_dir")
-    threads: int = option(0, "torch CPU threads (0: torch's default)")
+    threads: int = option(0, "torch CPU threads (0: torch's default)", ge=0)
     autocast: Literal["none", "bfloat16"] = option(
         "none", "mixed precision for the learner's forward/backward (weights and optimizer stay in model.dtype)")
     progress: bool = option(True, "show a live progress bar")
     report_to: list[str] = option(None, "where metrics go besides metrics.jsonl (always written): tensorboard, "
                                         "wandb (offline without a key), mlflow, trackio", default_factory=list)
     async_steps: int = option(0, "asynchronous rollouts: a generator process samples up to N steps ahead of the "
-                                 "learner (needs algorithm.is_correction; 0: synchronous)")
+                                 "learner (needs algorithm.is_correction; 0: synchronous)", ge=0)
     rollout_worker: bool = option(False, "sample in a separate generator process even when async_steps is 0 "
                                          "(on-policy; the baseline of benchmarks/async_rollouts.py)")
     logprob_chunk_size: int = option(0, "learner log-probs/entropy from the last hidden states this many tokens "
-                                        "at a time, never holding [batch, length, vocab] logits (0: full logits)")
+                                        "at a time, never holding [batch, length, vocab] logits (0: full logits)", ge=0)
     micro_batch_tokens: int = option(0, "learner micro-batches filled up to this many tokens with sequences packed "
-                                        "into one row instead of padded (0: micro_batch_size rows, padded)")
+                                        "into one row instead of padded (0: micro_batch_size rows, padded)", ge=0)
     share_prompts: bool = option(False, "with micro_batch_tokens: the completions of one prompt share one copy of "
                                         "it in the packed row (Prefix Grouper); needs sdpa or eager attention")
 
     malloc_mmap_threshold: int = option(0, "glibc only: allocations of at least this many bytes use mmap and go "
                                            "back to the OS when freed (65536 stops the heap growing step after "
-                                           "step; same as MALLOC_MMAP_THRESHOLD_; 0: glibc's default)")
+                                           "step; same as MALLOC_MMAP_THRESHOLD_; 0: glibc's default)", ge=0)
     deterministic: Literal["off", "warn", "error"] = option(
         "off", "torch.use_deterministic_algorithms for the run: deterministic kernels where torch has them, and a "
                "warning (warn) or an error (error) at any op whose result can depend on thread timing")
     activation_checkpointing: bool = option(False, "recompute each decoder layer's activations in the learner's "
                                                    "backward instead of storing them (less memory, ~30% more compute)")
+    max_bad_steps: int = option(3, "stop the run with an error after this many steps in a row were skipped for "
+                                   "non-finite rewards, advantages or gradients (a skipped step never updates the "
+                                   "weights; the checkpoints written before stay)", ge=1)
 
     def check(self) -> None:
         if self.share_prompts and self.micro_batch_tokens <= 0:
             raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
-        if self.logprob_chunk_size < 0 or self.micro_batch_tokens < 0 or self.malloc_mmap_threshold < 0:
-            raise ValueError("train.logprob_chunk_size, train.micro_batch_tokens and train.malloc_mmap_threshold "
-                             "must be >= 0")
-        if self.micro_batch_size < 1:
-            raise ValueError("train.micro_batch_size must be >= 1")
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"train.betas must be two numbers in [0, 1), got {self.betas}")
 
 
 class EvalConfig(ConfigModel):
-    num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)")
-    n: int = option(1, "samples per problem")
-    temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)")
-    max_new_tokens: int = option(64, "cap on generated tokens at evaluation")
+    num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)", ge=0)
+    n: int = option(1, "samples per problem", ge=1)
+    temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)", ge=0)
+    max_new_tokens: int = option(64, "cap on generated tokens at evaluation", ge=1)
     before_training: bool = option(True, "evaluate the initial policy before training")
     after_training: bool = option(True, "evaluate the trained policy after training")
     extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
                                              default_factory=list)
     seed: int = option(1234, "sampling seed for evaluation")
     every: int = option(0, "also evaluate every N steps during training (greedy-or-eval.temperature, "
-                           "logged as heldout_accuracy in metrics.jsonl; 0: off)")
+                           "logged as heldout_accuracy in metrics.jsonl; 0: off)", ge=0)
 
 
 class DistributedConfig(ConfigModel):
@@ -340,23 +430,27 @@ class DistributedConfig(ConfigModel):
         False, "fsdp: recompute each decoder block's activations in backward (less memory, more compute)")
     address: str | None = option(None, "Ray cluster to join (auto: the one `ray start --head` started here; "
                                        "ray://host:10001; None: start a local one)")
-    num_cpus: int = option(0, "CPUs a locally started Ray cluster offers (0: all cores)")
-    num_rollout_workers: int = option(2, "Ray actors that sample rollouts (prompts are sharded across them)")
-    cpus_per_rollout_worker: float = option(1.0, "CPUs reserved for each rollout worker")
-    gpus_per_rollout_worker: float = option(0.0, "GPUs reserved for each rollout worker (vllm: tensor_parallel_size)")
+    num_cpus: int = option(0, "CPUs a locally started Ray cluster offers (0: all cores)", ge=0)
+    num_rollout_workers: int = option(2, "Ray actors that sample rollouts (prompts are sharded across them)", ge=1)
+    cpus_per_rollout_worker: float = option(1.0, "CPUs reserved for each rollout worker", ge=0)
+    gpus_per_rollout_worker: float = option(0.0, "GPUs reserved for each rollout worker (vllm: tensor_parallel_size)",
+                                            ge=0)
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option(
         "PACK", "Ray placement-group strategy for the workers' bundles (PACK: fill a node first; SPREAD: spread)")
-    max_restarts: int = option(3, "times Ray restarts a dead rollout worker before rlvr recreates it")
+    max_restarts: int = option(3, "times Ray restarts a dead rollout worker before rlvr recreates it", ge=-1)
     learner: Literal["driver", "actor"] = option(
         "driver", "where the learner runs: driver (this process) or actor (a Ray actor in the same placement "
                   "group as the rollout workers, bundle 0)")
-    cpus_per_learner: float = option(1.0, "CPUs reserved for the learner actor (learner=actor)")
-    gpus_per_learner: float = option(0.0, "GPUs reserved for the learner actor (learner=actor)")
+    cpus_per_learner: float = option(1.0, "CPUs reserved for the learner actor (learner=actor)", ge=0)
+    gpus_per_learner: float = option(0.0, "GPUs reserved for the learner actor (learner=actor)", ge=0)
 
 
 class RunConfig(ConfigModel):
     """Top-level config: one section per stage of the loop."""
 
+    plugins: list[str] = option(None, "modules to import before the config is checked, for the components they "
+                                      "register (as --import MODULE; rlvr.plugins entry points load by themselves)",
+                                default_factory=list)
     model: ModelConfig = option(None, "the policy: which model, dtype, device, LoRA", default_factory=ModelConfig)
     task: TaskConfig = option(None, "where training and held-out problems come from", default_factory=TaskConfig)
     rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
@@ -372,6 +466,19 @@ class RunConfig(ConfigModel):
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data: Any) -> Any:
+        """Plugin modules (and entry points) are imported before any field is validated: their names must be known."""
+        from rlvr.plugins import PluginError, load_plugins
+
+        modules = data.get("plugins") if isinstance(data, dict) else None
+        try:
+            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
+        except PluginError as e:
+            raise ValueError(str(e)) from None
+        return data
+
     def _validate_registered(self) -> None:
         """Every registry name and its options, checked before any model loads (errors name the key)."""
         from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
@@ -379,7 +486,10 @@ class RunConfig(ConfigModel):
         from rlvr.verifiers import VERIFIERS
 
         a, r = self.algorithm, self.reward
-        ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+        if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
+            raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
+                             "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
         ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
                                    group_size=self.rollout.group_size)
         POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
@@ -406,18 +516,37 @@ class RunConfig(ConfigModel):
                 raise ValueError(f"rollout.engine={self.rollout.engine} cannot run in Ray rollout workers "
                                  f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
         TASKS.entry(self.task.name, key="task.name")
-        task_options(self.task)
+        path = task_options(self.task).get("path")
+        if self.task.name in FILE_TASKS and not path:
+            raise ValueError(f"task.path: task.name={self.task.name} reads {FILE_TASKS[self.task.name]}: set "
+                             "task.path=...")
+        if self.task.name == "jsonl" and not Path(path).is_file():
+            raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
         TASKS.check(self.task.name, self.task.params, key="task.params")
         for i, level in enumerate(self.curriculum.levels):
             lvl = task_at_level(self.task, level, key=f"curriculum.levels[{i}]")
             TASKS.check(lvl.name, lvl.params, key=f"curriculum.levels[{i}]")
-        from rlvr.envs import ENVIRONMENTS
+        from rlvr.envs import ENVIRONMENTS, environment_traits
 
         ENVIRONMENTS.entry(self.env.name, key="env.name")
         ENVIRONMENTS.check(self.env.name, self.env.params, key="env.params")
-        self._validate_reward_source()
+        traits = environment_traits(self.env.name, self.env.params)  # multi-turn: read from its limits
+        self._validate_reward_source(traits)
+        self._validate_backends(traits)
 
-    def _validate_reward_source(self) -> None:
+    def _validate_backends(self, traits) -> None:
+        """Environments the backends that sample single completions (async rollouts, the generator process,
+        FSDP: they score with the verifier alone; Ray workers: one turn per call) cannot run."""
+        d = self.distributed
+        bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
+                               ("train.rollout_worker", self.train.rollout_worker),
+                               ("distributed.fsdp", d.fsdp)) if on and not traits.single_turn]
+        bad += ["distributed.backend=ray"] if d.backend == "ray" and traits.multi_turn else []
+        if bad:
+            raise ValueError(f"{traits.why()}, which {', '.join(bad)} cannot run yet (they sample single "
+                             "completions scored by reward.verifier): use the in-process engine")
+
+    def _validate_reward_source(self, traits) -> None:
         """reward.source and reward.process_* checked against the task, verifier and the rest of the run."""
         from rlvr.rewards.sources import REWARD_SOURCES
 
@@ -470,51 +599,32 @@ class RunConfig(ConfigModel):
                                    ("distributed.fsdp", d.fsdp)) if on]
             if bad:
                 raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
-            from rlvr.envs import ENVIRONMENTS
-
-            if (policy_based or r.process_prm is not None) and "multi_turn" in ENVIRONMENTS.entry(self.env.name).tags:
-                raise ValueError(f"{what} scores single completions: use env.name=single_turn")
+            if (policy_based or r.process_prm is not None) and traits.multi_turn:
+                raise ValueError(f"{what} scores single completions: use env.name=single_turn ({traits.why()})")
 
     def check(self) -> None:
-        if self.train.steps < 0:
-            raise ValueError("train.steps must be >= 0")
-        if self.train.prompts_per_step < 1 or self.rollout.group_size < 1:
-            raise ValueError("train.prompts_per_step and rollout.group_size must be >= 1")
         self._validate_registered()
         from rlvr.trackers import validate_report_to
 
         validate_report_to(self.train.report_to)
         adv = self.algorithm.advantage
-        if adv == "gae":
-            v = self.algorithm.value
-            if v.coef <= 0 or v.lr <= 0 or v.warmup_steps < 0 or (v.clip is not None and v.clip <= 0):
-                raise ValueError("algorithm.value: need coef > 0, lr > 0, warmup_steps >= 0 and clip > 0 (or null)")
         from rlvr.algorithms import ADVANTAGE_ESTIMATORS
 
         if self.rollout.group_size < 2 and "single_sample" not in ADVANTAGE_ESTIMATORS.entry(adv).tags:
             raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
-        if not (0 <= self.reward.flip_false_positive < 1 and 0 <= self.reward.flip_false_negative < 1):
-            raise ValueError("reward.flip_false_positive and reward.flip_false_negative must be in [0, 1)")
-        if self.algorithm.max_sampling_rounds < 1:
-            raise ValueError("algorithm.max_sampling_rounds must be >= 1")
-        if self.algorithm.kl_coef < 0:
-            raise ValueError("algorithm.kl_coef must be >= 0")
+        n = self.train.prompts_per_step * self.rollout.group_size
+        if self.algorithm.mini_batches > n:
+            raise ValueError(f"algorithm.mini_batches={self.algorithm.mini_batches} splits a batch of "
+                             f"train.prompts_per_step x rollout.group_size = {n} sequences: at most {n}")
         a = self.algorithm
         if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
             raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
-        if a.difficulty_filter and not 0 <= a.difficulty_low <= a.difficulty_high <= 1:
-            raise ValueError("need 0 <= algorithm.difficulty_low <= algorithm.difficulty_high <= 1")
-        if self.reward.laser_target_length < 0:
-            raise ValueError("reward.laser_target_length must be >= 0")
-        if self.train.max_rollouts < 0 or self.eval.every < 0:
-            raise ValueError("train.max_rollouts and eval.every must be >= 0")
-        if not self.train.max_minutes >= 0:
-            raise ValueError(f"train.max_minutes must be >= 0, got {self.train.max_minutes}")
-        if self.train.async_steps < 0:
-            raise ValueError("train.async_steps must be >= 0")
+        if a.difficulty_filter and not a.difficulty_low <= a.difficulty_high:
+            raise ValueError("need algorithm.difficulty_low <= algorithm.difficulty_high")
+        if self.reward.overlong_cache_len > self.rollout.max_new_tokens:
+            raise ValueError(f"reward.overlong_cache_len={self.reward.overlong_cache_len} must be at most "
+                             f"rollout.max_new_tokens={self.rollout.max_new_tokens} (the window ends there)")
         d = self.distributed
-        if d.backend == "ray" and d.num_rollout_workers < 1:
-            raise ValueError("distributed.num_rollout_workers must be >= 1")
         if (d.backend != "none" or self.rollout.engine != "hf") and (self.train.async_steps or
                                                                     self.train.rollout_worker):
             raise ValueError("train.async_steps / train.rollout_worker use their own HF generator process: "
@@ -523,16 +633,6 @@ class RunConfig(ConfigModel):
             raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
                              f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
                              "to correct for it")
-        from rlvr.envs import ENVIRONMENTS
-
-        if "multi_turn" in ENVIRONMENTS.entry(self.env.name).tags:
-            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                                   ("train.rollout_worker", self.train.rollout_worker),
-                                   ("distributed.backend=ray", d.backend == "ray"),
-                                   ("distributed.fsdp", d.fsdp)) if on]
-            if bad:
-                raise ValueError(f"env.name={self.env.name} runs multi-turn episodes, which {', '.join(bad)} "
-                                 "cannot run yet (they sample single completions): use the in-process engine")
         if self.curriculum.levels and (self.train.async_steps or self.train.rollout_worker or d.fsdp
                                        or d.learner == "actor"):
             raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
@@ -560,6 +660,9 @@ class RunConfig(ConfigModel):
             if bad := unsupported_with_fsdp(self):
                 raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
 
+
+FILE_TASKS = {"jsonl": "a JSON-lines file", "hf": "a `datasets` hub id, directory or data file"}
+"""Tasks that need ``task.path`` (what it names)."""
 
 REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
 """Tasks whose reference answers come from the user's file: whether they exist is not known at load."""

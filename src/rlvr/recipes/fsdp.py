@@ -53,6 +53,7 @@ from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.config import config_to_dict, save_config
+from rlvr.version import code_version
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
 
@@ -69,6 +70,7 @@ def unsupported_with_fsdp(cfg) -> list[str]:
         "algorithm.kl_in_reward": alg.kl_in_reward,
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
+        "algorithm.entropy_floor": alg.entropy_floor > 0,
         "eval.every": bool(cfg.eval.every),
         # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
         # packing changes the micro-batch count per rank
@@ -82,6 +84,9 @@ def unsupported_with_fsdp(cfg) -> list[str]:
     if needs:  # the FSDP learner calls the estimator on rewards alone
         bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
             "does not compute)"] = True
+    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
+        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
+            "the FSDP recipe computes advantages per rank)"] = True
     return [k for k, on in bad.items() if on]
 
 
@@ -161,6 +166,10 @@ class FSDPRecipe(RLRecipe):
         if tcfg.prompts_per_step % self.world:
             raise ValueError(f"train.prompts_per_step={tcfg.prompts_per_step} must be a multiple of the "
                              f"{self.world} ranks (each rank samples an equal share)")
+        rows = tcfg.prompts_per_step // self.world * self.cfg.rollout.group_size
+        if self.cfg.algorithm.mini_batches > rows:
+            raise ValueError(f"algorithm.mini_batches={self.cfg.algorithm.mini_batches}: each of the {self.world} ranks "
+                             f"splits its own {rows} sequences into mini-batches")
         super().setup()
         self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
         self.rank_cfg = copy.deepcopy(self.cfg)
@@ -243,13 +252,23 @@ class FSDPRecipe(RLRecipe):
 
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         with self.acct.phase("learn"):
-            learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
-            # as the base recipe: free the gradient shards now rather than through sampling and evaluation
-            self.optimizer.zero_grad(set_to_none=True)
-            self.scheduler.step()
+            try:  # a non-finite global gradient norm raises on every rank, before the optimizer steps (guards.py)
+                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
+            finally:
+                # as the base recipe: free the gradient shards now rather than through sampling and evaluation
+                self.optimizer.zero_grad(set_to_none=True)
+                self.scheduler.step()
         with self.acct.phase("sync"):
             _sync_sampler(self.sampler_model, self.model)
         return learn
+
+    def any_rank(self, bad: str | None) -> str | None:
+        """Every rank skips the step when one has a non-finite reward or advantage (their collectives must match)."""
+        flag = torch.tensor([0.0 if bad is None else 1.0], device=reduce_device())
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and bad is None:
+            return "another rank's rewards or advantages are not finite (its warning names the source)"
+        return bad
 
     def log(self, step: int, ro: Rollouts, scored: Scored, learn: dict[str, float]) -> dict[str, Any]:
         """Rollout statistics summed over ranks, written (and printed) by rank 0."""
@@ -272,7 +291,7 @@ class FSDPRecipe(RLRecipe):
             self.tracker.close()
         final = self.checkpoint(step) if cfg.train.steps > self.start_step or latest_checkpoint(out_dir) is None \
             else latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if self.main and cfg.eval.after_training and self.heldout:
             summary["eval_after"] = self.evaluate("after")
             print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))

@@ -61,49 +61,42 @@ class RMConfig(ConfigModel):
     output_dir: str = option("runs/rm", "where the trained model, rm_metrics.json and the labels are written")
     samples: str | None = option(None, "samples file from `rlvr eval` to train on (None: sample fresh from task.*)")
     task: TaskConfig = option(None, "task to sample fresh problems from (its train split)", default_factory=TaskConfig)
-    num_problems: int = option(64, "problems used (first N of the samples file or of the task's train split)")
-    n: int = option(8, "fresh sampling: completions per problem")
-    temperature: float = option(0.8, "sampling temperature (fresh samples and PRM continuations)")
-    max_new_tokens: int = option(128, "token cap of fresh samples and of PRM continuations")
-    sample_batch_size: int = option(32, "sequences decoded together by the engine")
+    num_problems: int = option(64, "problems used (first N of the samples file or of the task's train split)", ge=1)
+    n: int = option(8, "fresh sampling: completions per problem", ge=1)
+    temperature: float = option(0.8, "sampling temperature (fresh samples and PRM continuations)", ge=0)
+    max_new_tokens: int = option(128, "token cap of fresh samples and of PRM continuations", ge=1)
+    sample_batch_size: int = option(32, "sequences decoded together by the engine", ge=1)
     verifier: str | None = option(None, "registered verifier (None: numeric for arithmetic/gsm8k, else math)")
-    heldout_fraction: float = option(0.25, "share of problems held out for the report (split by problem)")
+    heldout_fraction: float = option(0.25, "share of problems held out for the report (split by problem)", gt=0, lt=1)
     objective: Literal["pointwise", "bradley_terry"] = option(
         "pointwise", "ORM loss: pointwise BCE on correctness, or Bradley-Terry on correct/wrong pairs of a prompt")
-    max_pairs_per_problem: int = option(8, "Bradley-Terry: correct/wrong pairs drawn per problem at most")
+    max_pairs_per_problem: int = option(8, "Bradley-Terry: correct/wrong pairs drawn per problem at most", ge=1)
     delimiter: str = option("\n\n", "PRM: step delimiter (as rlvr search --delimiter)")
     step_tag: str = option("ки", "PRM: step tag string (its last token is the tag; as rlvr search --step-tag)")
     good: str = option("+", "PRM: token meaning a good step")
     bad: str = option("-", "PRM: token meaning a bad step")
-    rollouts_per_step: int = option(4, "PRM: continuations sampled from each step prefix (Math-Shepherd's N)")
+    rollouts_per_step: int = option(4, "PRM: continuations sampled from each step prefix (Math-Shepherd's N)", ge=1)
     label: Literal["soft", "hard"] = option("soft", "PRM: soft = success rate of the continuations, hard = 1 if any "
                                                      "succeeds (Math-Shepherd SE / HE)")
-    max_steps: int = option(8, "PRM: steps labelled per sample at most (the first ones)")
-    samples_per_problem: int = option(4, "PRM: samples per problem that get step labels (both outcomes if possible)")
+    max_steps: int = option(8, "PRM: steps labelled per sample at most (the first ones)", ge=1)
+    samples_per_problem: int = option(4, "PRM: samples per problem that get step labels (both outcomes if possible)",
+                                      ge=1)
     lora: LoraSettings = option(None, "LoRA fine-tuning instead of all weights (merged before saving)",
                                 default_factory=LoraSettings)
-    lr: float = option(1e-5, "AdamW learning rate (LoRA usually wants ~1e-4)")
-    weight_decay: float = option(0.0, "AdamW weight decay")
-    epochs: int = option(1, "passes over the training examples")
-    max_updates: int = option(0, "stop after this many optimizer steps (0: no limit)")
-    batch_size: int = option(8, "examples (ORM: samples or pairs; PRM: labelled samples) per optimizer step")
-    max_length: int = option(1024, "tokens per input at most (the left is cut, as the scorers do)")
+    lr: float = option(1e-5, "AdamW learning rate (LoRA usually wants ~1e-4)", gt=0)
+    weight_decay: float = option(0.0, "AdamW weight decay", ge=0)
+    epochs: int = option(1, "passes over the training examples", ge=1)
+    max_updates: int = option(0, "stop after this many optimizer steps (0: no limit)", ge=0)
+    batch_size: int = option(8, "examples (ORM: samples or pairs; PRM: labelled samples) per optimizer step", ge=1)
+    max_length: int = option(1024, "tokens per input at most (the left is cut, as the scorers do)", ge=1)
     seed: int = option(0, "seed of sampling, the split, pair drawing and shuffling")
     device: str = option("cpu", "torch device")
-    threads: int = option(1, "torch CPU threads")
-    ece_bins: int = option(10, "bins of the expected calibration error")
+    threads: int = option(1, "torch CPU threads", ge=1)
+    ece_bins: int = option(10, "bins of the expected calibration error", ge=1)
 
     def check(self) -> None:
-        if not 0.0 < self.heldout_fraction < 1.0:
-            raise ValueError("heldout_fraction must be in (0, 1)")
-        for name in ("num_problems", "n", "max_new_tokens", "rollouts_per_step", "max_steps", "samples_per_problem",
-                     "epochs", "batch_size", "max_length", "ece_bins", "sample_batch_size", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
         if not self.delimiter:
             raise ValueError("delimiter must be a non-empty string")
-        if self.lr <= 0:
-            raise ValueError("lr must be > 0")
 
 
 # --------------------------------------------------------------------------- metrics
@@ -248,7 +241,7 @@ def _with_lora(model, settings: LoraSettings, task_type: str):
     from rlvr.models.lora import require_peft
 
     peft = require_peft()
-    settings.check()
+    settings = type(settings).model_validate(settings.model_dump())  # the ranges, also after a change in place
     extra = {"modules_to_save": ["score"]} if task_type == "SEQ_CLS" else {}
     cfg = peft.LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                           target_modules=list(settings.target_modules), bias="none", task_type=task_type, **extra)

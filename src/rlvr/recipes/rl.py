@@ -11,8 +11,9 @@ One step of :meth:`RLRecipe.train`::
 Every algorithm runs through the same steps: the estimator's registry entry says
 which extra inputs it needs (``entropy``, ``values``), the loss and KL estimator
 are registry names, and PPO's critic is one more module the learner steps.
-``logp_old`` is the learner's own log-prob from the first pass over the batch
-(detached), so the first PPO epoch has ratio exactly 1; the sampler's log-probs
+``logp_old`` is the learner's own log-prob before the step's first optimizer step
+(detached), so the first optimizer step has ratio exactly 1 and the clip options act from the
+second on (``algorithm.mini_batches`` / ``ppo_epochs``); the sampler's log-probs
 (``Batch.sampler_logprobs``) are compared with it every step (``logprob_mismatch``).
 Sequences whose advantage is exactly 0 contribute no policy gradient, so with no
 KL term they are skipped by the learner (``algorithm.skip_zero_advantage``).
@@ -36,10 +37,11 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator, group_stats, ppo_gae_advantages
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, EntropyFloor, get_advantage_estimator, group_stats, \
+    ppo_gae_advantages
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
-from rlvr.config import config_to_dict, save_config
+from rlvr.config import ConfigError, config_to_dict, save_config
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
@@ -47,6 +49,7 @@ from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate, shared_mask_style
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
 from rlvr.learner.optim import make_optimizer
 from rlvr.learner.update import (
     critic_value_pass,
@@ -59,9 +62,12 @@ from rlvr.learner.update import (
 )
 from rlvr.models import load_policy
 from rlvr.models.lora import apply_lora
+from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
+from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
     shape_advantages
 from rlvr.rollout.collect import collect_rollouts
@@ -73,10 +79,11 @@ from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
+from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
 
-__all__ = ["RLRecipe", "train", "TrainingInterrupted", "evaluate_heldout", "format_eval"]
+__all__ = ["RLRecipe", "train", "TrainingInterrupted", "TrainingDiverged", "evaluate_heldout", "format_eval"]
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +177,16 @@ def describe_run(cfg: RunConfig) -> str:
     return " + ".join(parts)
 
 
+def no_training_problems(task, heldout: int) -> str:
+    """The error of a task whose problems all went to the held-out split."""
+    what = f"task.name={task.name}" + (f" (task.path={task.path})" if task.path else "")
+    if not heldout:
+        return f"task.name: {what} gave no problems at all"
+    return (f"task.num_heldout: all {heldout} problems of {what} are held out for evaluation "
+            f"(task.num_heldout={task.num_heldout}), none is left to train on: set task.num_heldout below {heldout}, "
+            f"e.g. task.num_heldout={max(heldout // 5, 1) if heldout > 1 else 0}")
+
+
 # --------------------------------------------------------------------------- the recipe
 class RLRecipe:
     """RL on verifiable rewards as configured by a :class:`RunConfig`; ``train()`` runs it and returns a summary.
@@ -183,6 +200,7 @@ class RLRecipe:
 
     def __init__(self, cfg: RunConfig, *, model=None, tokenizer=None, problems: tuple[list, list] | None = None,
                  verifier: Callable | None = None, on_step: Callable[[dict], None] | None = None):
+        load_plugins(cfg.plugins)  # a config copied into another process (a Ray actor) names its plugins
         self.cfg = cfg
         self.model, self.tokenizer, self.problems = model, tokenizer, problems
         self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
@@ -199,17 +217,24 @@ class RLRecipe:
     def setup(self) -> None:
         """Model (+ critic, LoRA, reference), data, verifier, estimator, engine, optimizers, sampling state."""
         cfg, tcfg = self.cfg, self.cfg.train
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         if tcfg.threads:
             torch.set_num_threads(tcfg.threads)
         if tcfg.malloc_mmap_threshold and not set_malloc_mmap_threshold(tcfg.malloc_mmap_threshold):
             log.warning("train.malloc_mmap_threshold is ignored: the C library is not glibc")
+        self.setup_data()  # before the model loads: a task that cannot train fails in seconds, writing nothing
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
+        self.tokenizer = as_tokenizer(self.tokenizer)  # an injected processor: its tokenizer, the processor attached
+        if is_vision_model(self.model):
+            check_vision_run(cfg)
+        if not is_vision_model(self.model) and any(getattr(p, "images", None)
+                                                   for p in self.train_problems + self.heldout):
+            raise ValueError(f"task {cfg.task.name!r} has problems with images, but {cfg.model.name!r} is a text-only "
+                             "model: use a vision-language model (AutoModelForImageTextToText + AutoProcessor)")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
-        self.setup_data()
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
@@ -225,10 +250,13 @@ class RLRecipe:
             if alg.difficulty_filter else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
+        self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \
+            if alg.entropy_floor > 0 else None
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                                      temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                      ignore_eos=cfg.rollout.ignore_eos)
         self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
+        self.guard = StepGuard(tcfg.max_bad_steps, cfg.reward.warn_verifier_errors)  # non-finite steps are skipped
         self.prompts = {p.id: problem_text(p) for p in self.train_problems}
 
     def setup_data(self) -> None:
@@ -238,6 +266,8 @@ class RLRecipe:
         self.curriculum_levels = None
         if not cfg.curriculum.levels:
             self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
+            if not self.train_problems:
+                raise ConfigError(no_training_problems(cfg.task, len(self.heldout)))
             return
         if self.problems is not None:
             raise ValueError("a curriculum builds its levels from task options: do not inject problems")
@@ -304,6 +334,9 @@ class RLRecipe:
             self.dfilter.load_state_dict(state["difficulty_filter"])
         if "hack_monitor" in state:
             self.monitor.load_state_dict(state["hack_monitor"])
+        self.guard.skipped = state.get("skipped_steps", 0)
+        if self.entropy_floor is not None and "entropy_floor" in state:
+            self.entropy_floor.load_state_dict(state["entropy_floor"])
         if self.ref_reset is not None and "ref_reset" in state:
             self.ref_reset.load_state_dict(state["ref_reset"])
             if state.get("reference") is not None:
@@ -313,11 +346,14 @@ class RLRecipe:
     def checkpoint(self, step: int) -> Path:
         """Write a checkpoint of everything :meth:`resume` reads back."""
         state = {"data_position": self.sampler.position, "rng": rng_state(self.engine.generator),
-                 "rollouts": self.rollouts_done, "hack_monitor": self.monitor.state_dict()}
+                 "rollouts": self.rollouts_done, "hack_monitor": self.monitor.state_dict(),
+                 "skipped_steps": self.guard.skipped}
         if isinstance(self.sampler, CurriculumSampler):
             state["curriculum"] = self.sampler.state_dict()
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
+        if self.entropy_floor is not None:
+            state["entropy_floor"] = self.entropy_floor.state_dict()
         if self.critic is not None:
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
             state["critic_scheduler"] = self.critic_scheduler.state_dict()
@@ -435,17 +471,21 @@ class RLRecipe:
             if getattr(self, "process_scorer", None) is None:
                 self.process_scorer = load_process_scorer(rcfg, self.device)
             steps = prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
-        if alg.kl_in_reward:  # REINFORCE++: r_i - beta * sum_t k1_t, before the advantage
-            token_kl = reference_kl(self.ref_model, batch, cfg, self.device)
+        entry = ADVANTAGE_ESTIMATORS.entry(alg.advantage)
+        takes = entry.needs | entry.inputs  # per-call tensors the estimator requires or accepts
+        if alg.kl_in_reward:  # r_i - beta * sum_t k1_t, before the advantage
+            token_kl = reference_kl(self.model, self.ref_model, batch, cfg, self.device)
             seq_kl = token_kl.sum(-1)
-            if self.critic is None:  # PPO subtracts it token by token instead (ppo_gae_advantages)
+            if self.critic is None and "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
                 rewards = rewards - alg.kl_coef * seq_kl
         value_row: dict[str, float] = {}
-        inputs: dict[str, torch.Tensor] = {}
+        inputs: dict[str, Any] = {}
         if "entropy" in self.needs:  # e.g. zero-variance groups shaped by the policy's entropy
             inputs["entropy"] = policy_entropy(self.model, batch, cfg, self.device)
-        if "mask" in self.needs:
+        if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
+        if token_kl is not None and "kl" in takes and self.critic is None:
+            inputs.update(kl=token_kl, kl_coef=alg.kl_coef)
         if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
             batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
             if steps is not None:  # process rewards on each step's last token
@@ -471,24 +511,25 @@ class RLRecipe:
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         """The policy (and critic) update, the LR schedules, the weight sync and any reference reset."""
         alg = self.cfg.algorithm
-        with self.acct.phase("learn"):
-            if self.cfg.rollout.sleep_while_learning:
-                self.engine.sleep()  # refilled by sync_weights below
-            learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
-                                  critic=self.critic, critic_optimizer=self.critic_optimizer,
-                                  train_policy=step >= alg.value.warmup_steps or self.critic is None)
-            # free the gradients now, not at the next step's zero_grad: they would sit through the weight sync,
-            # generation and evaluation (0.54 GB for the 135M model in fp32); update_policy leaves them for callers
-            self.optimizer.zero_grad(set_to_none=True)
-            if self.critic_optimizer is not None:
-                self.critic_optimizer.zero_grad(set_to_none=True)
-            self.scheduler.step()
-            if self.critic_scheduler is not None:
-                self.critic_scheduler.step()
-        with self.acct.phase("sync"):
-            self.engine.sync_weights(self.model)
-            if self.worker is not None:
-                self.worker.send_weights(step + 1, self.model)
+        try:
+            with self.acct.phase("learn"):
+                if self.cfg.rollout.sleep_while_learning:
+                    self.engine.sleep()  # refilled by sync_weights in sync()
+                floor = None if self.entropy_floor is None else self.entropy_floor.coef  # this update's bonus
+                try:
+                    learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
+                                          critic=self.critic, critic_optimizer=self.critic_optimizer,
+                                          train_policy=step >= alg.value.warmup_steps or self.critic is None,
+                                          entropy_coef=None if floor is None else alg.entropy_coef + floor)
+                    if self.entropy_floor is not None:  # the entropy measured on this batch sets the next weight
+                        learn["entropy_floor_coef"] = floor
+                        self.entropy_floor.update(learn.get("entropy"))
+                finally:
+                    self.end_update()
+        except NonFiniteError:  # raised before the optimizer stepped (learner/guards.py): unapplied, synced as usual
+            self.sync(step)
+            raise
+        self.sync(step)
         if self.ref_reset is not None:
             kl_now = float(scored.seq_kl.mean()) if scored.seq_kl is not None else learn.get("kl")
             learn["ref_reset"] = 0
@@ -499,6 +540,25 @@ class RLRecipe:
                 self.ref_reset.mark_reset(step + 1)
                 learn["ref_reset"] = 1
         return learn
+
+    def end_update(self) -> None:
+        """After an update (or instead of one): free the gradients, step the LR schedules."""
+        # free the gradients now, not at the next step's zero_grad: they would sit through the weight sync,
+        # generation and evaluation (0.54 GB for the 135M model in fp32); update_policy leaves them for callers
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.critic_optimizer is not None:
+            self.critic_optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        if self.critic_scheduler is not None:
+            self.critic_scheduler.step()
+
+    def sync(self, step: int, weights: bool = True) -> None:
+        """The sampler (``weights``) and the generator process get the weights after ``step``."""
+        with self.acct.phase("sync"):
+            if weights:
+                self.engine.sync_weights(self.model)
+            if self.worker is not None:
+                self.worker.send_weights(step + 1, self.model)
 
     def log(self, step: int, ro: Rollouts, scored: Scored, learn: dict[str, float]) -> dict[str, Any]:
         """One metrics row: rollout statistics, advantages, learner diagnostics, timing; written and returned."""
@@ -545,6 +605,7 @@ class RLRecipe:
                                        [s.num_tokens for s in samples],
                                        prompts=[self.prompts.get(s.problem_id, "") for s in samples],
                                        answers=[v.extracted for v in ro.verdicts]))
+        row.update(self.guard.metrics(skipped=False))  # skipped_steps, once a step has been skipped
         self.tracker.log(row, row["step"])
         return row
 
@@ -583,15 +644,62 @@ class RLRecipe:
         return summary
 
     def step(self, step: int) -> dict[str, Any]:
-        """One training step: collect, advantages, learn, log (the update and its log line are one unit)."""
+        """One training step: collect, advantages, learn, log (the update and its log line are one unit).
+
+        A step whose rewards, advantages or gradients are not finite is skipped (:mod:`rlvr.learner.guards`):
+        the weights are not updated and the row says so.
+        """
         self.acct.start_step()
         ro = self.collect(step)
-        scored = self.advantages(ro)
+        scored, bad = None, self.check_rollouts(step, ro)
+        if bad is None:
+            scored = self.advantages(ro)
+            bad = nonfinite_advantages(scored.rewards, scored.advantages, ro.samples, self.cfg,
+                                       values=scored.batch.values, prompts=self.prompts)
+        bad = self.any_rank(bad)
         with deferred_interrupts():  # Ctrl-C waits for the update and its log line
-            learn = self.learn(step, scored)
-            row = self.log(step, ro, scored, learn)
+            closed = False  # the learner ran (and closed its update: schedules stepped, generator released)
+            if bad is None:
+                try:
+                    learn = self.learn(step, scored)
+                except NonFiniteError as e:  # raised before the optimizer stepped
+                    bad, closed = str(e), True
+            if bad is None:
+                self.guard.passed()
+                row = self.log(step, ro, scored, learn)
+            else:
+                row = self.skip(step, ro, bad, closed=closed)
             self.snap = None  # the step is done: an interrupt from here on checkpoints after it
             self.finished = step + 1
+        return row
+
+    def check_rollouts(self, step: int, ro: Rollouts) -> str | None:
+        """Warn about a high share of verifier errors; the reason to skip the step when a reward is not finite."""
+        self.guard.verifier_errors(step + 1, ro.verdicts, ro.samples, self.cfg.reward.verifier, self.prompts)
+        return nonfinite_rewards(ro.rewards, ro.samples, ro.verdicts, self.cfg, self.prompts)
+
+    def any_rank(self, bad: str | None) -> str | None:
+        """The reason to skip this step on any rank (one process: this one's)."""
+        return bad
+
+    def skip(self, step: int, ro: Rollouts, reason: str, closed: bool) -> dict[str, Any]:
+        """A skipped step: no update (the LR schedule still advances), a metrics row, a warning; stops the run at
+        ``train.max_bad_steps`` in a row (:class:`TrainingDiverged`)."""
+        if not closed:  # the learner never ran: the schedules still advance, the generator gets its version
+            with self.acct.phase("learn"):
+                self.end_update()
+            self.sync(step, weights=False)
+        self.guard.skip(step + 1, reason)
+        samples = ro.samples
+        timing = self.acct.row()
+        row = {"step": step + 1, "reward_mean": float(ro.rewards.mean()) if len(ro.rewards) else 0.0,
+               "accuracy": sum(ro.own_correct()) / max(len(ro.verdicts), 1),
+               "response_length": sum(s.num_tokens for s in samples) / max(len(samples), 1),
+               "rollouts": self.rollouts_done, "lr": self.scheduler.get_last_lr()[0],
+               **self.guard.metrics(skipped=True), **timing, **ro.lag}
+        if self.tracker is not None:
+            self.tracker.log(row, row["step"])
+        self.guard.stop_if_diverged(step + 1, reason)
         return row
 
     def train(self) -> dict[str, Any]:
@@ -623,7 +731,8 @@ class RLRecipe:
                 self.snap = self.snapshot()
                 row = self.step(step)
                 self.show(row)
-                if tcfg.save_every and (step + 1) % tcfg.save_every == 0:
+                # not after a skipped step: the checkpoints of the last good steps are not rotated out by its copies
+                if tcfg.save_every and (step + 1) % tcfg.save_every == 0 and not self.guard.in_a_row:
                     with deferred_interrupts():
                         self.checkpoint(step + 1)
                 if self.periodic and (step + 1) % cfg.eval.every == 0:
@@ -632,6 +741,8 @@ class RLRecipe:
                 step = tcfg.steps
         except KeyboardInterrupt:
             self.interrupted(self.finished, self.snap)
+        except TrainingDiverged as e:
+            self.diverged(e)
         finally:
             if self.worker is not None:
                 self.worker.close()
@@ -661,6 +772,17 @@ class RLRecipe:
         print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
         raise TrainingInterrupted() from None
 
+    def diverged(self, err: TrainingDiverged) -> None:
+        """``train.max_bad_steps`` skipped steps in a row: close the logs, write no checkpoint, and raise naming the
+        latest one (written before the bad steps, with finite weights)."""
+        if self.bar is not None:
+            self.bar.close()
+        if self.tracker is not None:
+            self.tracker.close()
+        last = latest_checkpoint(self.out_dir)
+        keep = f"the latest checkpoint is {last}" if last is not None else "no checkpoint was written"
+        raise TrainingDiverged(f"{err}. Stopped; {keep} (train.resume=true continues from it)") from None
+
     def finish(self, summary: dict[str, Any], step: int, row: dict[str, Any]) -> dict[str, Any]:
         """Close the logs, write the final checkpoint, evaluate after training and write summary.json."""
         cfg, tcfg, out_dir = self.cfg, self.cfg.train, self.out_dir
@@ -671,7 +793,7 @@ class RLRecipe:
         self.tracker.close()
         final = self.checkpoint(step) if tcfg.steps > self.start_step or latest_checkpoint(out_dir) is None else \
             latest_checkpoint(out_dir)
-        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step})
+        summary.update({"final_checkpoint": str(final), "last_metrics": row, "steps": step, "code": code_version()})
         if cfg.eval.after_training and self.heldout:
             after = self.evaluate("after")
             summary["eval_after"] = after

@@ -122,8 +122,11 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
     """Generator process: sample batch ``b`` with policy version ``max(start, b - k)``, in index order."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
     try:
+        from rlvr.plugins import load_plugins
+
         args = pickle.loads(payload)
         cfg = args["cfg"]
+        load_plugins(cfg.plugins)  # registry names from plugins (the verifier may be built here)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         from rlvr.engines.registry import build_engine, hf_options

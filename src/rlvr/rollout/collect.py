@@ -73,10 +73,14 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
 
     Reward shaping on top of the verifier: optional noise injection (for
     noisy-verifier experiments; ``accuracy`` keeps the true verdicts) and DAPO's
-    soft overlong punishment.  With ``algorithm.dynamic_sampling`` all-equal-reward
-    groups are dropped and more prompts are drawn, up to ``max_sampling_rounds``
-    generation rounds; if still short the batch is topped up with dropped groups
-    (their advantage is 0, so they only count towards the step's statistics).
+    soft overlong punishment.  With ``algorithm.dynamic_sampling`` groups whose samples
+    are all correct or all wrong are dropped and more prompts are drawn, up to
+    ``max_sampling_rounds`` generation rounds; if still short the batch is topped up with
+    dropped groups.  The filter reads the verdicts the trainer sees (after any injected
+    noise), not the shaped reward: DAPO's Eq. 11 keeps ``0 < #correct < G`` and verl filters
+    on ``acc``, so an all-correct group whose lengths the overlong punishment or LASER
+    spread apart is still dropped.  A reward source other than the verifier is filtered on
+    its own rewards (there is no verdict to count on unlabelled problems).
 
     With a difficulty filter, prompts outside its band are skipped before
     generation and every generated group updates the prompt's running pass rate
@@ -154,7 +158,7 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
                                                alpha=rcfg.laser_alpha) - correct
             if rcfg.overlong_cache_len:
                 reward = reward + soft_overlong_punishment(lengths, params.max_new_tokens, rcfg.overlong_cache_len)
-            buf.add((group, verdicts, reward), reward)
+            buf.add((group, verdicts, reward), correct)  # DAPO Eq. 11: 0 < #correct < G, not the shaped reward
     chosen = buf.take()
     samples = [s for g, *_ in chosen for s in g]
     verdicts = [v for _, vs, *_ in chosen for v in vs]

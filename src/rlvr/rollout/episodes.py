@@ -16,8 +16,12 @@ An engine with a ``prefix_cache()`` (the HF engine) keeps each row's keys and
 values between turns, so a later turn feeds the model only the environment's
 tokens, not the whole trajectory again.
 Limits (turns, total tokens) end an episode with :meth:`Environment.close` (a
-turn cut off at ``max_new_tokens`` is still the environment's to answer); an
-environment that raises ends that episode with reward 0 and the error as reason.
+turn cut off at ``max_new_tokens`` is still the environment's to answer).  An
+environment that raises in ``reset``, ``step`` or ``close`` ends that episode with
+reward 0 and the error as the verdict's reason (a failed ``reset`` samples its first
+turn from the problem's own prompt and is never stepped); one warning per call counts
+them and shows the first.  An environment that returns the wrong type is a
+programming error: :class:`~rlvr.types.ComponentError` at its first call.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ import dataclasses
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
+from numbers import Real
 
 from rlvr.engines import SamplingParams
 from rlvr.envs.base import Environment, EpisodeState, Reply
 from rlvr.envs.rendering import observation_ids
-from rlvr.types import Problem, Sample, Verdict
+from rlvr.types import ComponentError, Problem, Sample, Verdict, component_name
 
-__all__ = ["Episode", "run_episodes", "episode_metrics", "safe_step"]
+__all__ = ["Episode", "run_episodes", "episode_metrics", "safe_step", "safe_reset", "safe_close"]
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +56,81 @@ class Episode:
 
 def _start_problem(state: EpisodeState) -> Problem:
     p = state.problem
-    return Problem(p.id, messages=state.messages, answer=p.answer, metadata=p.metadata, tools=state.tools)
+    return Problem(p.id, messages=state.messages, answer=p.answer, metadata=p.metadata, tools=state.tools,
+                   images=p.images)
 
 
-def safe_step(env: Environment, state: EpisodeState, text: str) -> Reply:
-    """``env.step`` whose exceptions (or a non-``Reply`` result) end the episode with reward 0 and the reason."""
+def _error_reply(where: str, e: Exception, errors: list | None, problem_id: str) -> Reply:
+    reason = f"environment error: {type(e).__name__}: {e}"[:480] + f" (in {where})"
+    if errors is not None:
+        errors.append((where, problem_id, reason))
+    else:
+        log.debug("episode on %s ended: %s", problem_id, reason)
+    return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=reason), info={"env_errors": 1})
+
+
+def _checked_reply(env: Environment, where: str, reply) -> Reply:
+    """``reply`` if it is a :class:`Reply` with a numeric reward and a Verdict (or None); else ComponentError."""
+    if not isinstance(reply, Reply):
+        raise ComponentError(f"environment {component_name(env)}: {where} returned {type(reply).__name__} "
+                             f"{reply!r}"[:300] + ", not an rlvr.envs.Reply")
+    if not isinstance(reply.reward, Real) or (reply.verdict is not None and not isinstance(reply.verdict, Verdict)):
+        raise ComponentError(f"environment {component_name(env)}: {where} returned a Reply with reward "
+                             f"{reply.reward!r} and verdict {reply.verdict!r}"[:300] + " (a number and an "
+                             "rlvr.types.Verdict or None)")
+    return reply
+
+
+def safe_step(env: Environment, state: EpisodeState, text: str, errors: list | None = None) -> Reply:
+    """``env.step`` whose exceptions end the episode with reward 0 and the error as reason (appended to
+    ``errors`` as ``(where, problem id, reason)`` when given); a result that is not a Reply raises
+    :class:`~rlvr.types.ComponentError`."""
     try:
         reply = env.step(state, text)
-        if not isinstance(reply, Reply):
-            raise TypeError(f"step returned {type(reply).__name__}, not a Reply")
-        return reply
+    except ComponentError:  # a broken verifier inside the environment: a programming error, not an episode's
+        raise
     except Exception as e:  # noqa: BLE001 - a faulty environment ends its episode, never the run
-        reason = f"environment error: {type(e).__name__}: {e}"[:500]
-        log.warning("episode on %s ended: %s", state.problem.id, reason)
-        return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=reason), info={"env_errors": 1})
+        return _error_reply("step", e, errors, state.problem.id)
+    return _checked_reply(env, "step", reply)
+
+
+def safe_close(env: Environment, state: EpisodeState, reason: str, errors: list | None = None) -> Reply:
+    """``env.close`` with the same guard as :func:`safe_step`."""
+    try:
+        reply = env.close(state, reason)
+    except ComponentError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        return _error_reply("close", e, errors, state.problem.id)
+    return _checked_reply(env, "close", reply)
+
+
+def safe_reset(env: Environment, problem: Problem, errors: list | None = None) -> tuple[EpisodeState, Reply | None]:
+    """``(env.reset(problem), None)``; when it raises, a state on the problem's own messages and the error reply
+    that ends the episode.  A result that is not an EpisodeState raises :class:`~rlvr.types.ComponentError`."""
+    try:
+        state = env.reset(problem)
+    except ComponentError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        return EpisodeState(problem, problem.to_messages()), _error_reply("reset", e, errors, problem.id)
+    if not isinstance(state, EpisodeState):
+        raise ComponentError(f"environment {component_name(env)}: reset returned {type(state).__name__}, not an "
+                             "rlvr.envs.EpisodeState")
+    return state, None
+
+
+def _warn_errors(env: Environment, errors: list, episodes: list[list[Episode]]) -> None:
+    """One line for a call's environment errors: episodes ended by one, counts by method, the first error."""
+    if not errors:
+        return
+    n = sum(len(row) for row in episodes)
+    failed = sum(1 for row in episodes for ep in row if ep.counts.get("env_errors"))
+    by = Counter(where for where, _, _ in errors)
+    where, pid, reason = errors[0]
+    log.warning("environment %s: %d of %d episodes ended with an error, scored 0 (errors in %s); first, on "
+                "problem %r: %s", component_name(env), failed, n, ", ".join(f"{k}: {v}" for k, v in
+                                                                            sorted(by.items())), pid, reason)
 
 
 def run_episodes(engine, env: Environment, problems: list[Problem], params: SamplingParams,
@@ -83,8 +149,11 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     budget = limits.max_total_tokens or 1 << 62  # 0: turns x max_new_tokens bound the policy's tokens anyway
     turn_params = dataclasses.replace(params, stop=tuple(params.stop) + tuple(env.stop),
                                       max_new_tokens=min(params.max_new_tokens, budget))
-    states = [env.reset(p) for p in problems]
-    starts = [_start_problem(s) if not env.single_turn else p for s, p in zip(states, problems)]
+    errors: list = []
+    resets = [safe_reset(env, p, errors) for p in problems]
+    states = [state for state, _ in resets]
+    starts = [_start_problem(s) if not env.single_turn and failed is None else p
+              for (s, failed), p in zip(resets, problems)]
     # engines that can continue a sequence without recomputing it (HF: a KV prefix cache) keep every row's
     # keys and values for the next turn; the cache lives for this call only (the weights change after it)
     cache = engine.prefix_cache() if not env.single_turn and hasattr(engine, "prefix_cache") else None
@@ -97,24 +166,27 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
             state = states[i] if len(group) == 1 else dataclasses.replace(states[i], data=dict(states[i].data))
             s.info = {"turn_ends": [len(s.completion_ids)], "turn_rewards": []}
             row.append(Episode(state, starts[i], s))
+            if resets[i][1] is not None:  # reset raised: the episode ends here, with the error
+                _finish(row[-1], resets[i][1], "env_error")
         episodes.append(row)
-    open_eps = [ep for row in episodes for ep in row]
+    open_eps = [ep for row in episodes for ep in row if ep.verdict is None]
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
         cont: list[Episode] = []
         for ep in open_eps:
-            reply = safe_step(env, ep.state, last_texts[id(ep)])
+            reply = safe_step(env, ep.state, last_texts[id(ep)], errors)
             ep.state.turn += 1
             _account(ep, reply)
             if reply.done:
                 _finish(ep, reply, "done")
                 continue
             if ep.state.turn >= limits.max_turns:
-                _finish(ep, env.close(ep.state, f"max_turns={limits.max_turns} reached"), "max_turns")
+                _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
                 continue
             obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
             if len(ep.sample.completion_ids) + len(obs) >= budget:
-                _finish(ep, env.close(ep.state, f"max_total_tokens={budget} reached"), "max_total_tokens")
+                _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
+                        "max_total_tokens")
                 continue
             _append(ep.sample, obs, model=False)
             cont.append(ep)
@@ -140,6 +212,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     for row in episodes:
         for ep in row:
             _seal(ep, tokenizer)
+    _warn_errors(env, errors, episodes)
     return [[ep.sample for ep in row] for row in episodes]
 
 

@@ -102,6 +102,8 @@ def load_hf_dataset_problems(
     answer_transform: Callable[[Any], str] | None = None,
     limit: int | None = None,
     cache_dir: str | os.PathLike | None = None,
+    image_field: str | None = None,
+    bad_images: str = "skip",
 ) -> list[Problem]:
     """Load one :class:`Problem` per row of a ``datasets`` split.
 
@@ -117,6 +119,11 @@ def load_hf_dataset_problems(
             of ``dataset`` without extension).
         limit: read only the first ``limit`` rows (None: all).
         cache_dir: the ``datasets`` cache (default: its own, ``$HF_DATASETS_CACHE``).
+        image_field: optional column of the row's image(s) (``Problem.images``): a ``datasets.Image`` feature
+            (or a list of them; read undecoded so that a damaged image names its row), paths (relative to a
+            local dataset's directory) or arrays.  Every image is decoded once here.
+        bad_images: ``"skip"`` (a row whose image is missing or unreadable is left out with a warning naming
+            the image, the dataset, the split and the row) or ``"error"`` (DatasetError).
 
     Raises:
         ImportError: ``datasets`` is not installed (names ``pip install 'rlvr[hf]'``).
@@ -135,12 +142,22 @@ def load_hf_dataset_problems(
         ds = ds.select(range(limit))
 
     where = f"{label}[{split}]"  # with the row, "<dataset>[<split>]:row <i>" is the location in errors
-    used = {prompt_field, answer_field} | {f for f in (id_field, messages_field) if f is not None}
+    used = {prompt_field, answer_field} | {f for f in (id_field, messages_field, image_field) if f is not None}
     stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
     problems: list[Problem] = []
     seen_ids: dict[str, int] = {}
+    from rlvr.tasks.images import ImageColumn
+
+    if image_field is not None:
+        ds = _undecoded_images(ds, image_field, where)
+    local = Path(label).expanduser()
+    base = (local if local.is_dir() else local.parent) if local.exists() else None
+    column = ImageColumn(image_field, where, base, bad_images)
     for i, rec in enumerate(ds):
         row = f"row {i}"
+        keep, images = column.read(rec, f"{where}:{row}")
+        if not keep:
+            continue
         # a column that a row lacks reads as None (datasets fills the schema): treat it as missing
         present = {k: v for k, v in rec.items() if v is not None}
         problem = record_problem(present, where, row, prompt_field=prompt_field, answer_field=answer_field,
@@ -151,5 +168,26 @@ def load_hf_dataset_problems(
             problem.metadata = {k: v for k, v in rec.items() if k not in used}
         else:
             problem.metadata = {k: rec[k] for k in metadata_fields if k in rec}
+        problem.images = images
         problems.append(problem)
+    column.finish(len(ds))
+    if len(ds) and not problems:
+        raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
     return problems
+
+
+def _undecoded_images(ds, field: str, where: str):
+    """``ds`` with an ``Image`` column (or a list of them) read as ``{"bytes", "path"}`` records: decoded by
+    rlvr row by row, so a damaged image names its row instead of stopping the whole iteration."""
+    datasets = _require_datasets()
+    if field not in ds.column_names:
+        raise DatasetError(f"{where}: no image column {field!r} (the dataset has: {', '.join(ds.column_names)})")
+    feature = ds.features[field]
+    if isinstance(feature, datasets.Image):
+        return ds.cast_column(field, datasets.Image(decode=False))
+    inner = getattr(feature, "feature", None)
+    if isinstance(inner, datasets.Image):
+        return ds.cast_column(field, type(feature)(datasets.Image(decode=False)))
+    if isinstance(feature, list) and feature and isinstance(feature[0], datasets.Image):
+        return ds.cast_column(field, [datasets.Image(decode=False)])
+    return ds

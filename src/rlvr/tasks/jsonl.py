@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 import zlib
 import os
 import tempfile
@@ -179,6 +180,8 @@ def load_jsonl_problems(
     metadata_fields: Sequence[str] | None = None,
     answer_transform: Callable[[Any], str] | None = None,
     limit: int | None = None,
+    image_field: str | None = None,
+    bad_images: str = "skip",
 ) -> list[Problem]:
     """Load one :class:`Problem` per JSON object of a JSON-lines file.
 
@@ -199,6 +202,10 @@ def load_jsonl_problems(
         answer_transform: called with the raw answer value; returns the reference
             string.  An exception from it becomes a DatasetError naming the line.
         limit: stop after this many problems (None: all).
+        image_field: optional field holding the row's image(s) (``Problem.images``): a path or a list of
+            paths, relative ones taken from the file's directory; every image is decoded once here.
+        bad_images: ``"skip"`` (a row whose image is missing or unreadable is left out with a warning
+            naming the image and ``file:line``; the other rows load) or ``"error"`` (DatasetError).
 
     Raises:
         DatasetError: missing/empty file, malformed JSON, a line that is not an
@@ -212,20 +219,34 @@ def load_jsonl_problems(
         used.add(id_field)
     if messages_field is not None:
         used.add(messages_field)
+    if image_field is not None:
+        used.add(image_field)
+    from rlvr.tasks.images import ImageColumn
+
+    column = ImageColumn(image_field, str(p), p.parent, bad_images)
 
     problems: list[Problem] = []
     seen_ids: dict[str, int] = {}
     if limit == 0:
         return problems
+    rows = 0
     with closing(read_jsonl(p)) as records:
         for line_no, rec in records:
+            rows += 1
+            keep, images = column.read(rec, _where(p, line_no))
+            if not keep:
+                continue
             problems.append(record_problem(rec, p, line_no, prompt_field=prompt_field, answer_field=answer_field,
                                            answer_transform=answer_transform, id_field=id_field,
                                            messages_field=messages_field, metadata_fields=metadata_fields,
                                            used=used, default_id=f"{p.stem}-{line_no}", seen_ids=seen_ids,
                                            seen_as="on line", position=line_no))
+            problems[-1].images = images
             if limit is not None and len(problems) >= limit:
                 break
+    column.finish(rows)
+    if rows and not problems:
+        raise DatasetError(f"{p}: every row was left out for a bad image (first: {column.skipped[0]})")
     return problems
 
 
@@ -278,6 +299,9 @@ def _answer(rec: dict[str, Any], path: Path, line_no: int, answer_field: str,
     if answer_transform is None:
         if raw is None:
             raise DatasetError(f"{_where(path, line_no)}: answer field {answer_field!r} is null")
+        if isinstance(raw, float) and not math.isfinite(raw):  # JSON's 1e400, NaN, Infinity: no answer equals it
+            raise DatasetError(f"{_where(path, line_no)}: answer field {answer_field!r} is not a finite number "
+                               f"({raw}); write a very large answer as a string")
         return _answer_to_str(raw)
     try:
         answer = answer_transform(raw)

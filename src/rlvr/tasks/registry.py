@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from rlvr.registry import Registry
 from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split
@@ -70,12 +70,15 @@ for _name in ("math500", "aime24", "amc23"):
     TASKS.add(_name, _benchmark_task(_name), doc=f"{_name}: an evaluation set; held-out = a seeded subset")
 
 
-@TASKS.register("jsonl", doc="problems from a JSON-lines file (task.path, task.prompt_field, task.answer_field)")
+@TASKS.register("jsonl", doc="problems from a JSON-lines file (task.path, task.prompt_field, task.answer_field); "
+                             "task.params {image_field: NAME} reads images (paths), bad_images: skip | error")
 def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
-               num_heldout: int = 256, seed: int = 0) -> Split:
+               num_heldout: int = 256, seed: int = 0, image_field: str | None = None,
+               bad_images: Literal["skip", "error"] = "skip") -> Split:
     if not path:
         raise ValueError("task.name=jsonl needs task.path=<file.jsonl>")
-    problems = load_jsonl_problems(os.fspath(path), prompt_field=prompt_field, answer_field=answer_field)
+    problems = load_jsonl_problems(os.fspath(path), prompt_field=prompt_field, answer_field=answer_field,
+                                   image_field=image_field, bad_images=bad_images)
     return held_out_split(problems, num_heldout, seed)
 
 
@@ -97,12 +100,14 @@ def build_task(cfg: Any) -> Split:
                           "or file (pip install rlvr[hf]); split / eval_split / name in task.params")
 def hf_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
             split: str = "train", eval_split: str | None = None, name: str | None = None,
-            num_heldout: int = 256, seed: int = 0) -> Split:
+            num_heldout: int = 256, seed: int = 0, image_field: str | None = None,
+            bad_images: Literal["skip", "error"] = "skip") -> Split:
     from rlvr.tasks.hf_dataset import load_hf_dataset_problems
 
     if not path:
         raise ValueError("task.name=hf needs task.path=<hub id, dataset directory or data file>")
-    load = dict(name=name, prompt_field=prompt_field, answer_field=answer_field)
+    load = dict(name=name, prompt_field=prompt_field, answer_field=answer_field, image_field=image_field,
+                bad_images=bad_images)
     train = load_hf_dataset_problems(path, split=split, **load)
     if eval_split is None:  # one split: hold out a seeded subset of it
         return held_out_split(train, num_heldout, seed)
@@ -159,3 +164,6 @@ def multiply_solution(a: int, b: int) -> str:
         chain += [" + ".join(f"{a} * {p}" for p in parts), " + ".join(str(a * p) for p in parts)]
     chain.append(str(a * b))
     return f"{' = '.join(chain)}. The answer is \\boxed{{{a * b}}}."
+
+
+from rlvr.tasks import visual as _visual  # noqa: E402,F401  (registers the drawn visual task)

@@ -3,7 +3,7 @@
 Importing this package registers the built-in verifiers: ``numeric`` (boxed /
 last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
 ``format`` and ``instruction`` (IFEval-style constraints), ``judge`` and
-``judge_fallback`` (a model judge, alone or behind a rule verifier).
+``judge_fallback`` (a model judge, alone or behind a rule verifier), ``grounding`` (a box by IoU).
 ``list_verifiers()`` gives the current names.
 """
 
@@ -21,6 +21,7 @@ from rlvr.verifiers import code as _code, format as _format, instruction as _ins
 from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, judge_fallback)
 from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
 from rlvr.verifiers import procedural as _procedural  # noqa: F401,E402 (registers reasoning_gym)
+from rlvr.verifiers import grounding as _grounding  # noqa: F401,E402 (registers grounding)
 
 __all__ = [
     "VERIFIERS",

@@ -18,10 +18,11 @@ Callers that must not crash on a buggy verifier wrap each call in
 
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any, Callable, TypeVar
 
 from rlvr.registry import Registry
-from rlvr.types import Verdict
+from rlvr.types import ComponentError, Verdict, component_name
 
 __all__ = ["VERIFIERS", "Verifier", "VerifierFactory", "register_verifier", "get_verifier", "list_verifiers", "safe_verify"]
 
@@ -59,16 +60,28 @@ def get_verifier(name: str, **kwargs: Any) -> Verifier:
         RegistryError (a ValueError): unknown name, or options the factory does not
         accept (the message lists the registered names or the accepted options).
     """
-    return VERIFIERS.build(name, **kwargs)
+    verifier = VERIFIERS.build(name, **kwargs)
+    try:  # messages about it name the registry entry (rlvr.types.component_name)
+        verifier.rlvr_name = name
+    except (AttributeError, TypeError):  # a bound method or a slotted object: named by its Python name
+        pass
+    return verifier
 
 
 def safe_verify(verifier: Verifier, completion: str, reference: str) -> Verdict:
-    """``verifier(completion, reference)``, with any exception (or a non-Verdict result)
-    turned into ``Verdict(0.0, None, reason="verifier error: ...")``."""
+    """``verifier(completion, reference)``, with any exception turned into
+    ``Verdict(0.0, None, reason="verifier error: ...")``.
+
+    A result that is not a :class:`Verdict` with a numeric score is a broken verifier, not a wrong
+    answer: it raises :class:`~rlvr.types.ComponentError` naming the verifier at its first call.
+    """
     try:
         verdict = verifier(completion, reference)
     except Exception as e:  # noqa: BLE001 - a reward must never crash training
         return Verdict(0.0, None, reason=f"verifier error: {type(e).__name__}: {e}"[:500])
-    if not isinstance(verdict, Verdict):
-        return Verdict(0.0, None, reason=f"verifier error: returned {type(verdict).__name__}, not a Verdict")
+    if not isinstance(verdict, Verdict) or not isinstance(verdict.score, Real):
+        got = f"{type(verdict).__name__} {verdict!r}"[:120] if not isinstance(verdict, Verdict) else \
+            f"a Verdict whose score is {type(verdict.score).__name__} {verdict.score!r}"[:120]
+        raise ComponentError(f"verifier {component_name(verifier)} returned {got}: a verifier returns "
+                             "rlvr.types.Verdict(score: float, extracted, reason)")
     return verdict

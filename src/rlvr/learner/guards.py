@@ -1,0 +1,169 @@
+"""Guards of the training loop: nothing non-finite reaches the weights, and a broken reward is named.
+
+A step whose rewards, advantages or gradients hold NaN or infinity is *skipped*: the
+optimizer does not step, the step is counted (``skipped_step`` / ``skipped_steps`` in its
+metrics row) and one console warning names where the bad number came from (the verifier,
+the environment, the reward source or the advantage estimator, with one example problem
+and completion).  After ``train.max_bad_steps`` skipped steps in a row the run stops with
+:class:`TrainingDiverged`; the checkpoints already written stay as they are.
+
+The checks read what the loop already has on the host: the rewards and advantages are CPU
+tensors, and the gradient norm is the float that clipping computes anyway
+(:func:`require_finite_norm`), so a healthy step does no extra device work.
+
+A step in which more than ``reward.warn_verifier_errors`` of the verdicts are verifier
+errors (an exception in the verifier: the sample scores 0) warns once, with the first
+error, when the share first rises above the threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Mapping, Sequence
+
+import torch
+
+__all__ = ["NonFiniteError", "TrainingDiverged", "StepGuard", "require_finite_norm", "nonfinite_rewards",
+           "nonfinite_advantages", "verifier_error_share"]
+
+log = logging.getLogger(__name__)
+
+VERIFIER_ERROR = "verifier error"
+"""How :func:`rlvr.verifiers.safe_verify` starts the reason of a verifier that raised."""
+
+
+class NonFiniteError(RuntimeError):
+    """A step's rewards, advantages or gradients are not finite; raised before anything reaches the weights."""
+
+
+class TrainingDiverged(RuntimeError):
+    """``train.max_bad_steps`` steps in a row were skipped: the run stops."""
+
+
+def require_finite_norm(norm: float, what: str = "policy") -> None:
+    """Raise :class:`NonFiniteError` when a gradient norm (the float clipping returns) is NaN or infinite."""
+    if not math.isfinite(norm):
+        raise NonFiniteError(f"the {what} gradient norm is {norm} (a non-finite loss or gradient in the learner; "
+                             "the rewards and advantages were finite)")
+
+
+def _short(text: Any, n: int = 80) -> str:
+    text = str(text)
+    return repr(text if len(text) <= n else text[: n - 3] + "...")
+
+
+def _example(sample, prompts: Mapping[str, str] | None) -> str:
+    prompt = (prompts or {}).get(sample.problem_id)
+    shown = f" {_short(prompt)}" if prompt else ""
+    return f"problem {sample.problem_id!r}{shown} -> completion {_short(sample.text)}"
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequence, cfg,
+                      prompts: Mapping[str, str] | None = None) -> str | None:
+    """None when every reward is finite; else what produced the first non-finite one, with that sample.
+
+    Blame goes to the first of: the verifier (its verdict's score), the environment (the episode's
+    return in ``sample.info["reward"]``), the reward source (``reward.source``) or reward shaping.
+    """
+    finite = torch.isfinite(rewards)
+    if bool(finite.all()):
+        return None
+    bad = (~finite).nonzero().flatten().tolist()
+    i = bad[0]
+    s, v, r = samples[i], verdicts[i], float(rewards[i])
+    env_return = s.info.get("reward") if isinstance(getattr(s, "info", None), dict) else None
+    if not _finite(v.score):
+        src = f"the verifier (reward.verifier={cfg.reward.verifier}) gave score {v.score}"
+    elif env_return is not None and not _finite(env_return):
+        src = f"the environment (env.name={cfg.env.name}) returned reward {env_return}"
+    elif cfg.reward.source != "verifier":
+        src = f"the reward source (reward.source={cfg.reward.source}) gave reward {r}"
+    else:
+        src = f"reward shaping (reward.* on a finite verdict {v.score}) gave reward {r}"
+    return f"non-finite reward on {len(bad)} of {len(rewards)} samples: {src}; e.g. {_example(s, prompts)}"
+
+
+def nonfinite_advantages(rewards: torch.Tensor, advantages: torch.Tensor, samples: Sequence, cfg,
+                         values: torch.Tensor | None = None, prompts: Mapping[str, str] | None = None) -> str | None:
+    """None when the step's rewards (after a policy-based reward source) and advantages are all finite; else
+    what went wrong first, with one sample."""
+    if not bool(torch.isfinite(rewards).all()):  # a reward source computed from the policy (in the recipe)
+        i = int((~torch.isfinite(rewards)).nonzero()[0, 0])
+        return (f"non-finite reward {float(rewards[i])}: the reward source (reward.source={cfg.reward.source}) "
+                f"computed from the policy; e.g. {_example(samples[i], prompts)}")
+    finite = torch.isfinite(advantages)
+    if bool(finite.all()):
+        return None
+    rows = (~finite).reshape(len(advantages), -1).any(-1).nonzero().flatten().tolist()
+    i = rows[0]
+    cause = f"the advantage estimator (algorithm.advantage={cfg.algorithm.advantage})"
+    if values is not None and not bool(torch.isfinite(values).all()):
+        cause = "the critic's values (algorithm.advantage=gae)"
+    return (f"non-finite advantage on {len(rows)} of {len(advantages)} samples from finite rewards: {cause}; "
+            f"e.g. {_example(samples[i], prompts)}")
+
+
+def verifier_error_share(verdicts: Sequence) -> tuple[float, int | None]:
+    """The share of ``verdicts`` that are verifier errors, and the index of the first one (None: none)."""
+    errs = [i for i, v in enumerate(verdicts) if str(getattr(v, "reason", "")).startswith(VERIFIER_ERROR)]
+    return (len(errs) / len(verdicts) if verdicts else 0.0), (errs[0] if errs else None)
+
+
+class StepGuard:
+    """Counts skipped steps, warns once per skipped step, and stops the run after ``max_bad_steps`` in a row."""
+
+    def __init__(self, max_bad_steps: int, warn_verifier_errors: float = 0.2):
+        if max_bad_steps < 1:
+            raise ValueError(f"max_bad_steps must be >= 1, got {max_bad_steps}")
+        self.max_bad_steps = max_bad_steps
+        self.warn_verifier_errors = warn_verifier_errors
+        self.in_a_row = 0
+        self.skipped = 0
+        self._verifier_warned = False
+
+    def verifier_errors(self, step: int, verdicts: Sequence, samples: Sequence, verifier: str,
+                        prompts: Mapping[str, str] | None = None) -> None:
+        """Warn when the share of verifier errors first rises above ``warn_verifier_errors``."""
+        share, first = verifier_error_share(verdicts)
+        if share <= self.warn_verifier_errors or first is None:
+            self._verifier_warned = False
+            return
+        if self._verifier_warned:
+            return
+        self._verifier_warned = True
+        n = round(share * len(verdicts))
+        log.warning("step %d: %d of %d verdicts (%.0f%%) are verifier errors of reward.verifier=%s, scored 0 "
+                    "(warned above reward.warn_verifier_errors=%g; said again only after a step below it): "
+                    "first: %s; on %s", step, n, len(verdicts), 100 * share, verifier, self.warn_verifier_errors,
+                    verdicts[first].reason, _example(samples[first], prompts))
+
+    def passed(self) -> None:
+        """A step whose update went through."""
+        self.in_a_row = 0
+
+    def skip(self, step: int, reason: str) -> None:
+        """Count a skipped step and warn."""
+        self.in_a_row += 1
+        self.skipped += 1
+        log.warning("step %d skipped, the weights were not updated: %s (%d in a row; train.max_bad_steps=%d "
+                    "stops the run)", step, reason, self.in_a_row, self.max_bad_steps)
+
+    def stop_if_diverged(self, step: int, reason: str) -> None:
+        """Raise :class:`TrainingDiverged` once ``max_bad_steps`` steps in a row were skipped."""
+        if self.in_a_row >= self.max_bad_steps:
+            raise TrainingDiverged(f"{self.in_a_row} steps in a row were skipped for non-finite values "
+                                   f"(train.max_bad_steps={self.max_bad_steps}); the last, step {step}: {reason}")
+
+    def metrics(self, skipped: bool) -> dict[str, float]:
+        """``skipped_step`` / ``skipped_steps`` for the metrics row (nothing until a step has been skipped)."""
+        if not self.skipped:
+            return {}
+        return {"skipped_step": 1.0 if skipped else 0.0, "skipped_steps": float(self.skipped)}

@@ -1,0 +1,475 @@
+"""Every registered advantage estimator and policy loss, driven through the recipe's real wiring, against its
+paper's formula written out here.
+
+The path under test is the one ``rlvr train`` runs: a config loaded with overrides -> an
+:class:`~rlvr.recipes.rl.RLRecipe` set up on the tiny Llama (its engine, reference, critic) ->
+``advantages()`` on hand-built rollouts (one prompt, two groups of four completions of 2 to 6 tokens) ->
+``learn()``.  Its optimizer is replaced by plain SGD that records the gradient of every optimizer step.
+The reference computes the advantage from the rewards with the paper's formula, the loss from the
+same model's log-probs with the loss's formula, and the gradient with autograd; SGD steps on the reference
+replay the learner's trajectory when there are several optimizer steps.  Nothing of ``rlvr.algorithms``
+is called by the references.
+
+Choices that differ from verl (``verl/trainer/ppo/core_algos.py``) or TRL (``GRPOTrainer``), and why:
+
+* GRPO's std is the sample std plus ``eps = 1e-6`` (verl: the same; TRL: ``1e-4``).  A zero-variance group
+  gets exactly 0 (verl and TRL: 0 / (0 + eps) = 0 too).
+* The default loss aggregation is DAPO's token mean over the whole batch (TRL's ``loss_type="dapo"``;
+  verl's ``token-mean``); Dr. GRPO's ``seq_mean_token_sum_norm`` divides the token sum by
+  ``B x rollout.max_new_tokens`` (verl's ``seq-mean-token-sum-norm`` divides it by the response tensor's
+  padded length alone, with no ``1/B``; Dr. GRPO's paper leaves the constant open).
+* GSPO is aggregated ``seq_mean_token_mean`` unless ``loss_agg`` is set (verl forces it whatever is set).
+  Its clip range is its own (3e-4 / 4e-4, the paper's); verl reuses the actor's ``clip_ratio_low/high``.
+* Dual clip is a loss of its own (``dual_clip``, c = 3); verl applies it inside every vanilla PPO loss.
+* ``logp_old`` is not recomputed when there is one optimizer step per batch: the first step's ratio is 1
+  by construction (TRL does the same, ``old_per_token_logps = per_token_logps.detach()``; verl always runs
+  ``compute_log_prob``); with several steps it comes from a pass over the whole batch before the first,
+  as verl's.
+* REINFORCE++ with ``kl_in_reward`` puts ``-beta k1`` on every token and whitens the returns over every
+  completion token (as verl's ``compute_reinforce_plus_plus_outcome_advantage``); REINFORCE++-baseline
+  here also sums the KL per token (verl's baseline variant sums the token rewards into one score first).
+* pass@k uses the analytic form of Chen et al. (verl's ``grpo_passk`` is a different estimator: only the
+  best response of a group gets ``r_max - r_second``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+
+import pytest
+import torch
+
+from rl_harness import (RecordingSGD, assert_grads_close, completion_mask, grads_of, learner_logprobs, recipe,
+                        rollouts, samples, tiny, whiten)
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
+from rlvr.learner.batching import completion_start
+
+G = 4
+COMPLETIONS = ["ab", "cdefgh", "ijk", "lmnopq", "rs", "tuvw", "xyz", "0123"]  # 2, 6, 3, 6 | 2, 4, 3, 4 tokens
+REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # group 2 is all correct: zero variance
+
+
+# --------------------------------------------------------------------------- reference advantages (the papers)
+def _groups(r):
+    return r.view(-1, G)
+
+
+def ref_grpo(r, **_):
+    """GRPO (Shao et al. 2024, DeepSeekMath Sec. 4.1.2): A_i = (r_i - mean(r)) / (std(r) + eps)."""
+    g = _groups(r)
+    return ((g - g.mean(1, keepdim=True)) / (g.std(1, keepdim=True) + 1e-6)).reshape(-1)
+
+
+def ref_drgrpo(r, **_):
+    """Dr. GRPO (Liu et al. 2025, Sec. 3.2): A_i = r_i - mean(r), no std."""
+    g = _groups(r)
+    return (g - g.mean(1, keepdim=True)).reshape(-1)
+
+
+def ref_rloo(r, **_):
+    """RLOO (Ahmadian et al. 2024, Eq. 4): A_i = r_i - 1/(G-1) sum_{j != i} r_j."""
+    g = _groups(r)
+    return (g - (g.sum(1, keepdim=True) - g) / (G - 1)).reshape(-1)
+
+
+def ref_reinforce(r, **_):
+    """REINFORCE (Williams 1992) with baseline 0: A_i = r_i."""
+    return r.clone()
+
+
+def _returns_whitened(r, m):
+    """Outcome reward on the last token, returns-to-go (gamma 1) = r_i on every token, whitened over all tokens."""
+    return whiten(r[:, None] * m, m)
+
+
+def ref_reinforce_pp(r, m, **_):
+    """REINFORCE++ (Hu 2025, Sec. 3): r_{i,t} = 1[t = last] r_i (no KL here), G_{i,t} = sum_{s >= t} r_{i,s},
+    A = (G - mean) / std over every completion token of the batch."""
+    return _returns_whitened(r, m)
+
+
+def ref_reinforce_pp_baseline(r, m, **_):
+    """REINFORCE++-baseline (Hu 2025, Sec. 3.3): r_i - mean(group) before the returns and the batch whitening."""
+    g = _groups(r)
+    return _returns_whitened((g - g.mean(1, keepdim=True)).reshape(-1), m)
+
+
+def ref_passk(r, k=2, **_):
+    """Pass@k training (Chen et al. 2025, Sec. 4), by its definition: the group is read as every size-k subset S
+    of the n responses, rewarded max_{j in S} r_j; subset advantages (R_S - mean_S R) / std_S R (population std
+    over subsets); a response's advantage is the mean over the subsets that contain it.  0 when std is 0."""
+    out = []
+    for g in _groups(r).tolist():
+        subsets = list(itertools.combinations(range(G), k))
+        rs = torch.tensor([max(g[j] for j in s) for s in subsets])
+        mean, std = rs.mean(), rs.std(correction=0)
+        for i in range(G):
+            inside = [(rs[n] - mean) / std for n, s in enumerate(subsets) if i in s]
+            out.append(float(sum(inside) / len(inside)) if std > 0 else 0.0)
+    return torch.tensor(out)
+
+
+def ref_psr(r, **_):
+    """PSR (Zhu et al. 2025, Eq. 4): A_i = 1[correct]."""
+    return (r > 0.5).float()
+
+
+def ref_nsr(r, **_):
+    """NSR (Zhu et al. 2025, Eq. 5): A_i = -1[wrong]."""
+    return -(r <= 0.5).float()
+
+
+def ref_w_reinforce(r, lam=0.1, **_):
+    """W-REINFORCE (Zhu et al. 2025, Eq. 6: lam L_PSR + L_NSR): A_i = lam if correct else -1."""
+    return torch.where(r > 0.5, torch.tensor(lam), torch.tensor(-1.0))
+
+
+def ref_quantile(r, K=0.5, **_):
+    """QAE (Wu et al. 2025, Eq. 6): b = min{x in group : #{r_j <= x} / G >= K}; A_i = (r_i - b) / (std + eps)."""
+    out = []
+    for g in _groups(r):
+        b = min(x for x in g.tolist() if float((g <= x).float().mean()) >= K)
+        std = float(g.std())
+        out += [0.0 if std == 0 else (x - b) / (std + 1e-6) for x in g.tolist()]
+    return torch.tensor(out)
+
+
+def ref_entropy_guided(r, m, entropy, alpha=0.1, **_):
+    """RL-ZVP (Le et al. 2025, Eq. 7): groups with reward variance keep GRPO's advantage; in a zero-variance group
+    A_{i,t} = alpha H_{i,t} (all correct) or -alpha (max_s H_{i,s} - H_{i,t}) (all wrong)."""
+    a = ref_grpo(r)[:, None] * m
+    for grp, g in enumerate(_groups(r)):
+        if bool((g == g[0]).all()):
+            for i in range(grp * G, grp * G + G):
+                h = entropy[i] * m[i]
+                hmax = h[m[i].bool()].max()
+                a[i] = (alpha * h if r[i] > 0.5 else -alpha * (hmax - h)) * m[i]
+    return a
+
+
+def ref_noisy_backward(r, rho0=0.1, rho1=0.2, **_):
+    """Backward correction (Cai et al. 2025, Sec. 3; Natarajan et al. 2013): r^ = (r - rho0) / (1 - rho0 - rho1),
+    then REINFORCE (baseline 0)."""
+    return (r - rho0) / (1 - rho0 - rho1)
+
+
+def ref_noisy_forward(r, rho1=0.2, **_):
+    """Forward correction (Cai et al. 2025, Sec. 3, PGFC): w = r - (1 - rho1) used as the advantage."""
+    return r - (1 - rho1)
+
+
+def ref_gae(r, m, values, lam=0.95, gamma=1.0, **_):
+    """PPO's GAE (Schulman et al. 2016, Eq. 16), outcome reward on the last token: delta_t = r_t + gamma V_{t+1}
+    - V_t (V after the last token = 0), A_t = delta_t + gamma lam A_{t+1}; returns R = A + V; A whitened over
+    the batch's tokens (Ouyang et al. 2022's PPO)."""
+    adv, ret = torch.zeros_like(values), torch.zeros_like(values)
+    for i in range(len(r)):
+        n = int(m[i].sum())
+        nxt_v, nxt_a = 0.0, 0.0
+        for t in reversed(range(n)):
+            reward = float(r[i]) if t == n - 1 else 0.0
+            delta = reward + gamma * nxt_v - float(values[i, t])
+            nxt_a = delta + gamma * lam * nxt_a
+            adv[i, t], ret[i, t] = nxt_a, nxt_a + float(values[i, t])
+            nxt_v = float(values[i, t])
+    return whiten(adv, m), ret
+
+
+ESTIMATORS = {  # name -> (config overrides, reference)
+    "grpo": ([], ref_grpo),
+    "drgrpo": ([], ref_drgrpo),
+    "rloo": ([], ref_rloo),
+    "reinforce": ([], ref_reinforce),
+    "reinforce_pp": ([], ref_reinforce_pp),
+    "reinforce_pp_baseline": ([], ref_reinforce_pp_baseline),
+    "passk": (["algorithm.advantage_params={k: 2}"], ref_passk),
+    "psr": ([], ref_psr),
+    "nsr": ([], ref_nsr),
+    "w_reinforce": ([], ref_w_reinforce),
+    "quantile": ([], ref_quantile),
+    "entropy_guided": ([], ref_entropy_guided),
+    "noisy_backward": (["algorithm.advantage_params={rho0: 0.1, rho1: 0.2}"], ref_noisy_backward),
+    "noisy_forward": (["algorithm.advantage_params={rho1: 0.2}"], ref_noisy_forward),
+    "gae": (["algorithm.advantage_params={lam: 0.95}"], ref_gae),
+}
+
+
+# --------------------------------------------------------------------------- the recipe, instrumented
+def run(tmp_path, *overrides, lr=0.5, prepare=None, rewards=REWARDS, completions=COMPLETIONS):
+    """Set a recipe up, give it recording SGD, score the rollouts and learn; returns what the reference needs."""
+    tok, model = tiny()
+    r = recipe(tmp_path, tok, model, f"rollout.group_size={G}", f"train.prompts_per_step={len(rewards) // G}",
+               "train.max_grad_norm=0", *overrides)
+    if prepare is not None:
+        prepare(r)
+    r.optimizer = RecordingSGD([p for p in model.parameters() if p.requires_grad], lr)
+    if r.critic is not None:
+        r.critic_optimizer = RecordingSGD(list(r.critic.parameters()), lr)
+    scored = r.advantages(rollouts(samples(tok, completions, model=model), rewards))
+    before = copy.deepcopy(model), (copy.deepcopy(r.critic) if r.critic is not None else None)
+    out = r.learn(0, scored)
+    return r, scored, out, before
+
+
+def token_advantages(scored):
+    b = scored.batch
+    a = scored.advantages
+    return a[:, completion_start(b):] if a.dim() == 2 else a
+
+
+def ppo_clip_token_mean(logp, old, adv, m, eps_low=0.2, eps_high=0.2):
+    """PPO (Schulman et al. 2017, Eq. 7) with DAPO's token-level mean (Yu et al. 2025, Eq. 12):
+    -1/N sum_t min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t), r_t = exp(logp_t - logp_old_t)."""
+    ratio = torch.exp((logp - old) * m)
+    a = adv if adv.dim() == 2 else adv[:, None].expand_as(logp)
+    obj = torch.minimum(ratio * a, torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * a)
+    return -(obj * m).sum() / m.sum()
+
+
+def entropy_reference(model, b):
+    """H_t = -sum_v p_v log p_v of the policy at every completion token (temperature 1)."""
+    start = completion_start(b)
+    pos = (b.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos).logits
+    logp = torch.log_softmax(logits[:, start - 1:-1].float(), -1)
+    return -(logp.exp() * logp).sum(-1) * completion_mask(b)
+
+
+def critic_reference_values(critic, b):
+    """The critic's value of the state before each completion token: its trunk, then its linear head."""
+    start = completion_start(b)
+    pos = (b.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    hidden = critic.backbone(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos,
+                             use_cache=False).last_hidden_state[:, start - 1:-1]
+    return critic.head(hidden).squeeze(-1) * completion_mask(b)
+
+
+def _perturb_critic_head(r):
+    with torch.no_grad():
+        r.critic.head.weight.normal_(0.0, 0.3, generator=torch.Generator().manual_seed(5))
+        r.critic.head.bias.fill_(0.2)
+
+
+def test_every_registered_estimator_and_loss_has_a_reference():
+    assert set(ESTIMATORS) == set(ADVANTAGE_ESTIMATORS.names())
+    assert set(LOSSES) | set(COV_LOSSES) == set(POLICY_LOSSES.names())
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_estimator_through_the_recipe_matches_its_paper(tmp_path, name):
+    """One optimizer step of the default loss (ppo_clip, token mean, ratio 1) on the estimator's advantages:
+    advantages, reported loss and every parameter's gradient against the reference."""
+    overrides, ref = ESTIMATORS[name]
+    critic = name == "gae"
+    r, scored, out, (model0, critic0) = run(
+        tmp_path, f"algorithm.advantage={name}", "algorithm.skip_zero_advantage=false", "train.micro_batch_size=16",
+        *overrides, prepare=_perturb_critic_head if critic else None)
+    b = scored.batch
+    m = completion_mask(b)
+    rewards = torch.tensor(REWARDS)
+    kw = {}
+    if name == "entropy_guided":
+        kw["entropy"] = entropy_reference(model0, b)
+    if critic:
+        with torch.no_grad():
+            values = critic_reference_values(critic0, b)
+        want_adv, returns = ref_gae(rewards, m, values)
+    else:
+        want_adv = ref(rewards, m=m, **kw)
+    got_adv = token_advantages(scored)
+    if got_adv.dim() == 1 and want_adv.dim() == 2:
+        got_adv = got_adv[:, None] * m
+    torch.testing.assert_close(got_adv.float(), want_adv.float(), rtol=1e-5, atol=2e-6)
+    assert float(want_adv.abs().max()) > 0
+
+    logp = learner_logprobs(model0, b)
+    loss = ppo_clip_token_mean(logp, logp.detach(), want_adv.float(), m)
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert len(r.optimizer.seen) == 1
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+    if critic:  # the clipped value loss (OpenAI baselines PPO2) x value.coef; at the first step V = V_old
+        v = critic_reference_values(critic0, b)
+        vloss = 0.5 * (0.5 * (v - returns).square() * m).sum() / m.sum()
+        assert out["value_loss"] == pytest.approx(float(vloss / 0.5), rel=1e-5, abs=1e-7)
+        assert_grads_close(r.critic_optimizer.seen[0], grads_of(vloss, critic0))
+
+
+def test_grpo_by_hand(tmp_path):
+    """One group of four, rewards 1 0 0 0, completions of 2, 1, 1 and 2 tokens (N = 6).  GRPO: mean 1/4, sample
+    std 1/2, so A = (3/2, -1/2, -1/2, -1/2) (x 0.5 / (0.5 + 1e-6)).  Token mean at ratio 1: the loss is
+    -(3/2 x 2 - 1/2 - 1/2 - 1/2 x 2) / 6 = -1/6, and d loss / d logp_t = -A_i / 6: -1/4 on the first
+    completion's tokens, +1/12 on the others'."""
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.skip_zero_advantage=false", rewards=[1.0, 0.0, 0.0, 0.0],
+                                      completions=["ab", "c", "d", "ef"])
+    shrink = 0.5 / (0.5 + 1e-6)
+    torch.testing.assert_close(scored.advantages, torch.tensor([1.5, -0.5, -0.5, -0.5]) * shrink)
+    assert out["loss"] == pytest.approx(-1 / 6 * shrink, rel=1e-6)
+    logp = learner_logprobs(model0, scored.batch)
+    weights = torch.tensor([-1 / 4, 1 / 12, 1 / 12, 1 / 12]) * shrink
+    assert_grads_close(r.optimizer.seen[0], grads_of((weights[:, None] * logp).sum(), model0))
+
+
+# --------------------------------------------------------------------------- reference losses (the papers)
+def loss_ppo_clip(logp, old, adv, m):
+    """PPO-clip with DAPO's clip-higher (Yu et al. 2025, Eq. 10; eps_low 0.2, eps_high 0.28), token mean."""
+    return ppo_clip_token_mean(logp, old, adv, m, 0.2, 0.28), _clip_acts(logp, old, adv, m, 0.2, 0.28)
+
+
+def _clip_acts(logp, old, adv, m, lo, hi):
+    ratio = torch.exp(logp - old).detach()
+    a = adv[:, None]
+    return bool(((((a > 0) & (ratio > 1 + hi)) | ((a < 0) & (ratio < 1 - lo))) & m.bool()).any())
+
+
+def loss_dual_clip(logp, old, adv, m, c=1.05):
+    """Dual-clip PPO (Ye et al. 2020, Eq. 5): for A < 0 the objective is max(min(r A, clip(r) A), c A)."""
+    ratio = torch.exp((logp - old) * m)
+    a = adv[:, None].expand_as(logp)
+    obj = torch.minimum(ratio * a, torch.clamp(ratio, 0.8, 1.2) * a)
+    obj = torch.where(a < 0, torch.maximum(obj, c * a), obj)
+    acts = bool(((a < 0) & (ratio.detach() > c) & m.bool()).any())
+    return -(obj * m).sum() / m.sum(), acts
+
+
+def loss_gspo(logp, old, adv, m, lo=3e-4, hi=4e-4):
+    """GSPO (Zheng et al. 2025, Eq. 5 and its GSPO-token form Eq. 13): s_i = exp(mean_t (logp - logp_old)),
+    s_{i,t} = sg[s_i] pi / sg[pi]; L = -1/B sum_i 1/|y_i| sum_t min(s_{i,t} A_i, clip(s_{i,t}, 1 - lo, 1 + hi) A_i)."""
+    n = m.sum(-1)
+    s_seq = torch.exp(((logp - old) * m).sum(-1) / n).detach()
+    s = s_seq[:, None] * torch.exp(logp - logp.detach())
+    a = adv[:, None]
+    obj = torch.minimum(s * a, torch.clamp(s, 1 - lo, 1 + hi) * a)
+    acts = bool((((adv > 0) & (s_seq > 1 + hi)) | ((adv < 0) & (s_seq < 1 - lo))).any())
+    return -((obj * m).sum(-1) / n).mean(), acts
+
+
+def loss_topr(logp, old, adv, m):
+    """TOPR (Le Roux et al. 2025, Eq. 7): grad = sum_{A >= 0} A grad log pi(y) + sum_{A < 0} sg[min(pi(y) / mu(y),
+    1)] A grad log pi(y), pi(y) / mu(y) the sequence ratio; surrogate -w_i A_i (log pi(y) - log mu(y)), mean over
+    the B sequences (of sums over tokens)."""
+    seq_lr = ((logp - old) * m).sum(-1)
+    w = torch.where(adv >= 0, torch.ones_like(adv), torch.exp(seq_lr.detach().clamp(max=0.0)))
+    acts = bool(((adv < 0) & (seq_lr.detach() > 0)).any())
+    return -(w * adv * seq_lr).mean(), acts
+
+
+LOSSES = {  # name -> (config overrides, reference)
+    "ppo_clip": (["algorithm.clip_high=0.28"], loss_ppo_clip),
+    "dual_clip": (["algorithm.policy_loss_params={clip_ratio_c: 1.05}"], loss_dual_clip),
+    "gspo": ([], loss_gspo),
+    "topr": ([], loss_topr),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_policy_loss_through_the_recipe_with_mini_batches_matches_its_paper(tmp_path, name):
+    """GRPO advantages, two mini-batches (one group each), recording SGD: each optimizer step's gradient against
+    the paper's loss on the reference's own SGD trajectory, ``logp_old`` from before the first step.  At the
+    second step the ratio is no longer 1 and the loss's clip or truncation acts on some token or sequence."""
+    overrides, ref = LOSSES[name]
+    lr = 0.2 if name == "topr" else 2.0  # TOPR's token sums take larger steps
+    # the second group repeats two completions of the first with the other verdict: the first step pushed "ab" up,
+    # so as a wrong answer in the second step its ratio is above 1 (dual clip, TOPR's truncation)
+    completions = ["ab", "cdefgh", "ijk", "lmnopq", "ab", "tuvw", "cdefgh", "0123"]
+    rewards = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    r, scored, out, (model0, _) = run(tmp_path, f"algorithm.policy_loss={name}", "algorithm.mini_batches=2",
+                                      "train.micro_batch_size=16", *overrides, lr=lr, rewards=rewards,
+                                      completions=completions)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(rewards))
+    torch.testing.assert_close(scored.advantages, adv)
+    with torch.no_grad():
+        old = learner_logprobs(model0, b)
+    params = [p for p in model0.parameters() if p.requires_grad]
+    acted, losses = [], []
+    for step, rows in enumerate(([0, 1, 2, 3], [4, 5, 6, 7])):
+        logp = learner_logprobs(model0, b)
+        loss, acts = ref(logp[rows], old[rows], adv[rows], m[rows])
+        want = grads_of(loss, model0)
+        assert_grads_close(r.optimizer.seen[step], want, rtol=5e-4, atol=5e-6)
+        acted.append(acts)
+        losses.append(float(loss.detach()))
+        with torch.no_grad():
+            for p, g in zip(params, want):
+                p.sub_(lr * g)
+    assert acted == [False, True], (acted, losses)
+    assert len(r.optimizer.seen) == 2
+    # the reported loss is the token-weighted mean of the two steps' losses
+    n = m.sum(-1).tolist()
+    assert out["loss"] == pytest.approx((losses[0] * sum(n[:4]) + losses[1] * sum(n[4:])) / sum(n), rel=1e-4)
+    assert math.isfinite(out["grad_norm"])
+
+
+# --------------------------------------------------------------------------- entropy control (Cui et al. 2025)
+def ref_covariance(old, adv, m):
+    """Cov_i = (log pi(y_i) - mean_j log pi(y_j)) (A_i - mean_j A_j) over the batch's N counted tokens (Cui et al.
+    2025, "The Entropy Mechanism of RL for Reasoning LMs", Sec. 5); log pi before the update (here the sampler's,
+    which is the model's own)."""
+    a = adv[:, None].expand_as(old)
+    n = m.sum()
+    return (old - (old * m).sum() / n) * (a - (a * m).sum() / n) * m
+
+
+def loss_clip_cov(logp, old, adv, m, sel):
+    """Clip-Cov: PPO-clip token mean with the tokens of I_clip detached (their loss has no gradient)."""
+    ratio = torch.exp((logp - old) * m)
+    a = adv[:, None].expand_as(logp)
+    per_token = -torch.minimum(ratio * a, torch.clamp(ratio, 0.8, 1.2) * a)
+    per_token = torch.where(sel, per_token.detach(), per_token)
+    return (per_token * m).sum() / m.sum(), bool((sel & (a != 0)).any())
+
+
+def loss_kl_cov(logp, old, adv, m, sel, beta=1.0):
+    """KL-Cov: token mean of -r A + beta |log pi - log pi_old| [i in I_KL], no clip."""
+    lr = (logp - old) * m
+    a = adv[:, None].expand_as(logp)
+    per_token = -torch.exp(lr) * a + beta * lr.abs() * sel
+    return (per_token * m).sum() / m.sum(), bool((sel & (lr.detach().abs() > 1e-6)).any())
+
+
+COV_LOSSES = {  # name -> (options, the selection from the batch's covariance, reference)
+    # every token with Cov >= 0.3 (the budget r N = N is never the limit): a deterministic draw
+    "clip_cov": ("{ratio: 1.0, cov_low: 0.3, cov_high: 100}", lambda cov, m: (cov >= 0.3) & m.bool(), loss_clip_cov),
+    # the floor(N / 4) tokens of largest covariance
+    "kl_cov": ("{ratio: 0.25, coef: 1.0}",
+               lambda cov, m: torch.zeros(cov.numel(), dtype=torch.bool).index_fill_(
+                   0, torch.topk(torch.where(m.bool(), cov, torch.tensor(-math.inf)).flatten(),
+                                 int(m.sum()) // 4).indices, True).view_as(cov), loss_kl_cov),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COV_LOSSES))
+def test_entropy_control_loss_through_the_recipe_with_mini_batches_matches_its_paper(tmp_path, name):
+    """Clip-Cov / KL-Cov, two mini-batches: the token set is chosen once from the whole batch's covariance and
+    each optimizer step's gradient is the paper's loss on its mini-batch with that set.  Clip-Cov's detachment
+    acts at the first step; KL-Cov's penalty only once the ratio has moved, at the second."""
+    options, select, ref = COV_LOSSES[name]
+    lr = 2.0
+    completions = ["ab", "cdefgh", "ijk", "lmnopq", "ab", "tuvw", "cdefgh", "0123"]
+    rewards = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    r, scored, out, (model0, _) = run(tmp_path, f"algorithm.policy_loss={name}",
+                                      f"algorithm.policy_loss_params={options}", "algorithm.mini_batches=2", "train.micro_batch_size=3", lr=lr,
+                                      rewards=rewards, completions=completions)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(rewards))
+    with torch.no_grad():
+        old = learner_logprobs(model0, b)
+    sel = select(ref_covariance(old, adv, m), m)
+    assert out["cov_selected"] == int(sel.sum()) > 0
+    params = [p for p in model0.parameters() if p.requires_grad]
+    acted = []
+    for step, rows in enumerate(([0, 1, 2, 3], [4, 5, 6, 7])):
+        logp = learner_logprobs(model0, b)
+        loss, acts = ref(logp[rows], old[rows], adv[rows], m[rows], sel[rows])
+        want = grads_of(loss, model0)
+        assert_grads_close(r.optimizer.seen[step], want, rtol=5e-4, atol=5e-6)
+        acted.append(acts)
+        with torch.no_grad():
+            for p, g in zip(params, want):
+                p.sub_(lr * g)
+    assert acted[0] if name == "clip_cov" else acted == [False, True]

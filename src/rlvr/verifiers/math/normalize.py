@@ -43,7 +43,9 @@ _CHOICE_RE = re.compile(r"^\(?\s*([A-J])\s*\)?\s*(?:[.:)]|$)")
 _WRAP_TEXT_RE = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _GROUP_SPACE_RE = re.compile(r"(?<=\d),\s*(?:\\[,;:! ]\s*)+(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
-_RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
+_RELATION_SPLIT_RE = re.compile(r"\\approx|\\equiv(?![a-zA-Z])|(?<![<>!=\\])=(?!=)")
+_MODULUS_RE = re.compile(r"\s*(?:\\pmod\s*\{\s*\d+\s*\}|\\pmod\s*\d+|\(\s*\\(?:bmod|mod)\s*\{?\s*\d+\s*\}?\s*\)"
+                         r"|\\(?:bmod|mod)\s*\{?\s*\d+\s*\}?)\s*$")
 _LITERAL_OP_RE = re.compile(
     r"[\d}]\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*(?:\d|\\[dt]?frac)"
     r"|[-+]\s*\(\s*[-+]\s*\d"  # -(-42)
@@ -73,6 +75,7 @@ def clean(s: str) -> str:
     s = s.strip().rstrip(".;").strip()
     s = _DEGREE_RE.sub("", s).strip()
     s = _CURRENCY_RE.sub("", s).strip()
+    s = _MODULUS_RE.sub("", s).strip()  # "24 \\equiv 3 \\pmod{7}": the residue is the answer
     for _ in range(2):  # "5 \text{cm}^2", then a unit after a leftover "\text{ }" wrapper
         if _TRAILING_UNIT_RE.search(s) and not _TRAILING_UNIT_RE.match(s):
             s = _TRAILING_UNIT_RE.sub("", s).strip()
@@ -114,7 +117,7 @@ def _top_level(s: str, sep: str) -> list[str]:
 
 
 def split_relation(s: str) -> list[str]:
-    """The sides of an ``=`` / ``\\approx`` chain (``x = 2+3 = 5`` -> ``[x, 2+3, 5]``)."""
+    """The sides of an ``=`` / ``\\approx`` / ``\\equiv`` chain (``x = 2+3 = 5`` -> ``[x, 2+3, 5]``)."""
     if len(s) > 2000:
         return [s]
     return [p.strip() for p in _RELATION_SPLIT_RE.split(s)]

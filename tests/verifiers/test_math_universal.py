@@ -246,3 +246,20 @@ def test_symbolic_verdicts_on_infinity_do_not_depend_on_the_hash_seed():
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]
         assert json.loads(out.stdout.strip().splitlines()[-1]) == [], seed
+
+
+# ----------------------------------------------------------------------------- found by the gold sweeps
+
+@pytest.mark.parametrize("answer, gold, ok", [
+    (r"\{x \mid x > 0\}", "0", False),  # math-verify's expression fallback read a number out of it
+    (r"5x - 7y + 11z + 4 = 0", "0", False),  # a plane equation states no value
+    (r"2x + 3 = 0", "0", False), ("x = 0", "0", True), ("f(2) = 0", "0", True), ("a + b = 7", "7", True),
+    ("40_9", "40", False), ("44_9", "40", True), ("40", "40_9", True), ("36", "40_9", False),
+    ("52_{8}", "52_8", True), ("42", "52_8", False), ("4210_5", r"4210_{5}", True),
+    (r"24 \equiv 3 \pmod{7}", "3", True), (r"3 \pmod{7}", "3", True), (r"5 \pmod{7}", "3", False),
+    (r"10^{1000}+1", r"10^{1000}", False), (r"2 \cdot 10^{-50}", r"10^{-50}", False),
+    (r"\infty^0", "1", False), (r"1^\infty", "1", False), (r"\frac{1}{\infty}", "0", False),
+])
+def test_values_found_by_the_gold_sweeps(verify, answer, gold, ok):
+    v = verify(f"The answer is $\\boxed{{{answer}}}$.", gold)
+    assert v.correct == ok, (answer, gold, v)

@@ -2,6 +2,7 @@
 
     python benchmarks/gold_crossmatch.py [--datasets math500,aime24,amc23,gsm8k] [--write]
                                          [--limit N] [--validate 300] [--exhaustive]
+                                         [--reuse-math-verify]
 
 For every benchmark the package ships (``rlvr.tasks.benchmarks``), every ordered pair of
 its distinct gold answers is judged by rlvr's ``math`` verifier (response
@@ -28,6 +29,14 @@ with different values) is not compared: no sound verifier equates them.
 and reports any "equal" among them (there should be none); ``--exhaustive`` compares
 every pair.  ``--limit N`` keeps the first N distinct golds of each dataset (the fast
 test uses a prefix).
+
+``--reuse-math-verify`` is for re-running after a change to rlvr's verifier: math-verify
+(pinned at 0.9.0) gives the same verdicts as in the run that wrote the tables, so the
+pairs it called equal are read from them (every row with ``math_verify`` 1) and it is
+called only on those, on each gold against itself, on the pairs rlvr now calls equal
+and on the ``--validate`` sample; rlvr still judges every compared pair.  The ``slow``
+test ``test_full_crossmatch_matches_the_committed_files`` re-checks the tables with
+both verifiers on every pair.
 """
 
 from __future__ import annotations
@@ -188,8 +197,14 @@ class Result:
 
 
 def crossmatch(dataset: str, golds: list[str], exhaustive: bool = False, validate: int = 0,
-               verifier: Any = None, pairs: list[tuple[int, int]] | None = None) -> Result:
-    """Compare every ordered pair of ``golds`` (or just ``pairs``) with both verifiers."""
+               verifier: Any = None, pairs: list[tuple[int, int]] | None = None,
+               mv_equal: set[tuple[str, str]] | None = None) -> Result:
+    """Compare every ordered pair of ``golds`` (or just ``pairs``) with both verifiers.
+
+    ``mv_equal`` (the pairs of different golds math-verify called equal in an earlier
+    full run) skips math-verify where it cannot change the tables: it is then called
+    only on the pairs rlvr calls equal, the pairs in ``mv_equal`` and each gold against
+    itself; every other compared pair counts as math-verify's "not equal"."""
     from rlvr.verifiers import get_verifier
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
@@ -205,7 +220,7 @@ def crossmatch(dataset: str, golds: list[str], exhaustive: bool = False, validat
             continue
         res.compared += 1
         v = verify(f"\\boxed{{{a.text}}}", b.text)
-        m = mv_verdict(b, a)
+        m = mv_verdict(b, a) if (mv_equal is None or i == j or v.correct or (a.text, b.text) in mv_equal) else False
         if i == j:
             if not v.correct:
                 res.self_fail_rlvr.append((a.text, v.reason))
@@ -300,6 +315,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N distinct golds of each dataset")
     ap.add_argument("--validate", type=int, default=300, help="skipped pairs re-checked with both verifiers")
     ap.add_argument("--exhaustive", action="store_true", help="compare every pair (math-verify: ~20 ms a pair)")
+    ap.add_argument("--reuse-math-verify", action="store_true",
+                    help="take math-verify's 'equal' verdicts from the committed tables (after an rlvr change)")
     ap.add_argument("--write", action="store_true",
                     help=f"rewrite {DISAGREEMENTS.relative_to(ROOT)} and {AGREED.name} (judgements are kept)")
     args = ap.parse_args()
@@ -309,8 +326,11 @@ def main() -> None:
     agreed: list[tuple] = []
     print(f"{'dataset':<9}{'golds':>6}{'pairs':>8}{'compared':>9}{'skipped':>8}{'rlvr =':>8}{'mv =':>6}{'both =':>7}"
           f"{'disagree':>9}{'self rlvr/mv':>13}{'skip check':>12}{'s':>7}")
+    known = read_disagreements(DISAGREEMENTS) + read_disagreements(AGREED)
     for name in datasets:
-        r = crossmatch(name, unique_golds(name, args.limit), args.exhaustive, args.validate)
+        mv_equal = {(r["response_gold"], r["reference_gold"]) for r in known
+                    if r["dataset"] == name and r["math_verify"] == "1"} if args.reuse_math_verify else None
+        r = crossmatch(name, unique_golds(name, args.limit), args.exhaustive, args.validate, mv_equal=mv_equal)
         found += r.disagreements
         both = [(name, a, b, True, True, "match") for a, b in r.rlvr_equal if (a, b) in set(r.mv_equal)]
         agreed += both

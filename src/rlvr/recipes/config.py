@@ -12,7 +12,13 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from rlvr.config import ConfigModel, option
-from rlvr.models.lora import LoraSettings
+from rlvr.distributed.settings import DistributedConfig
+from rlvr.envs.settings import EnvConfig
+from rlvr.evaluate.settings import EvalConfig
+from rlvr.models.settings import ModelConfig
+from rlvr.rewards.settings import RewardConfig
+from rlvr.rollout.settings import GuidanceConfig, RolloutConfig
+from rlvr.tasks.settings import CurriculumConfig, TaskConfig, task_at_level
 
 __all__ = [
     "ModelConfig",
@@ -28,64 +34,8 @@ __all__ = [
     "EvalConfig",
     "DistributedConfig",
     "RunConfig",
+    "task_at_level",
 ]
-
-
-class ModelConfig(ConfigModel):
-    name: str = option("smollm2-135m-instruct", "bundled model name, HF directory, rlvr checkpoint, or hub id")
-    dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
-    cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
-    device: str = option("auto", "where the policy runs: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
-    matmul: Literal["aten", "onednn"] = option(
-        "aten", "float32 CPU matrix products (sampler, learner, LM head): aten (PyTorch's BLAS, MKL) or onednn "
-                "(oneDNN kernels: 1.5-2.2x faster where MKL takes a generic path, e.g. AMD CPUs; rounding differs)")
-    lora: LoraSettings = option(None, "LoRA adapters (peft) instead of full fine-tuning", default_factory=LoraSettings)
-
-
-class TaskConfig(ConfigModel):
-    name: str = option("arithmetic", "which registered task supplies training and held-out problems "
-                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
-    params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
-                                          "task's registry entry)", default_factory=dict)
-    path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")
-    prompt_field: str = option("prompt", "jsonl task: field holding the prompt")
-    answer_field: str = option("answer", "jsonl task: field holding the reference answer")
-    template: str = option("What is {expression}? Put the final answer in \\boxed{{}}.",
-                           "arithmetic task: prompt template with {expression}")
-    num_operands: int = option(2, "arithmetic task: operands per expression", ge=2)
-    min_value: int = option(1, "arithmetic task: smallest operand")
-    max_value: int = option(50, "arithmetic task: largest operand")
-    operators: list[str] = option(None, "arithmetic task: operators drawn from + - *", default_factory=lambda: ["+"])
-    num_train: int = option(2000, "arithmetic task: training problems", ge=0)
-    num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)", ge=0)
-    system_prompt: str | None = option(None, "system message for every prompt (None: the chat template's default)")
-    seed: int = option(0, "seed of the problem generator and split")
-
-
-class RolloutConfig(ConfigModel):
-    group_size: int = option(8, "completions sampled per prompt (G)", ge=1)
-    max_new_tokens: int = option(64, "cap on generated tokens per completion", ge=1)
-    temperature: float = option(1.0, "sampling temperature during training", ge=0)
-    top_p: float = option(1.0, "nucleus sampling mass during training", gt=0, le=1)
-    batch_size: int = option(64, "sequences decoded together by the engine", ge=1)
-    engine: str = option("hf", "rollout engine, a name in rlvr.engines.registry.ENGINES: hf (in-process HF model, "
-                               "the CPU default) or vllm (needs the gpu extra)")
-    engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
-                                                 "entry)", default_factory=dict)
-    dtype: Literal["auto", "float32", "bfloat16"] = option(
-        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
-    ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
-    sleep_while_learning: bool = option(
-        False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
-               "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
-               "for vLLM see rollout.vllm_sleep")
-    vllm_gpu_memory_utilization: float = option(
-        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)",
-        gt=0, le=1)
-    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over", ge=1)
-    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)", ge=0)
-    vllm_sleep: bool = option(False, "vllm: sleep (weights to CPU RAM, KV cache freed) during the learner step "
-                                     "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
 
 
 class ValueConfig(ConfigModel):
@@ -225,126 +175,6 @@ class AlgorithmConfig(ConfigModel):
                              "algorithm.ppo_epochs > 1")
 
 
-class RewardConfig(ConfigModel):
-    verifier: str = option("numeric", "registered verifier name scoring each completion")
-    verifier_params: dict[str, Any] = option(None, "options of the verifier, e.g. {tolerance: 0.01} for numeric",
-                                             default_factory=dict)
-    warn_verifier_errors: float = option(0.2, "warn on the console, with the first error, when more than this "
-                                              "share of a step's verdicts are verifier errors (exceptions, scored "
-                                              "0); 1: never", ge=0, le=1)
-    correct_reward: float = option(1.0, "reward when the verifier accepts")
-    wrong_reward: float = option(0.0, "reward when the verifier rejects")
-    overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
-                                        "rollout.max_new_tokens (0: off)", ge=0)
-    laser_target_length: int = option(0, "LASER length shaping: bonus for correct answers of at most this many "
-                                         "tokens (0: off)", ge=0)
-    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus", ge=0)
-    flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)",
-                                        ge=0, lt=1)
-    flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)",
-                                        ge=0, lt=1)
-    source: str = option("verifier", "where a group's rewards come from, a name in rlvr.rewards.REWARD_SOURCES: "
-                                     "verifier (the verdict, scaled by correct_reward/wrong_reward), majority_vote "
-                                     "(TTRL: agreement with the group's majority answer, no labels), self_certainty "
-                                     "(INTUITOR), reference_likelihood (VeriFree/RLPR: the policy's probability of "
-                                     "the reference after its reasoning), random and format_only (controls)")
-    source_params: dict[str, Any] = option(None, "options of the reward source, e.g. {min_share: 0.5} for "
-                                                 "majority_vote, {p: 0.5, seed: 1} for random, {debias: false} for "
-                                                 "reference_likelihood", default_factory=dict)
-    process_prm: str | None = option(None, "process rewards in the loop: a PRM directory written by `rlvr rm train "
-                                           "kind=prm`; its step scores shape the advantages (None: off)")
-    process_prm_params: dict[str, Any] = option(None, "PRM input format overrides {step_tag, good, bad, delimiter} "
-                                                      "(default: the PRM's rlvr_reward_model.json)",
-                                                default_factory=dict)
-    process_transforms: list[Any] = option(None, "step-score transforms applied in order, names in "
-                                                 "rlvr.algorithms.process.STEP_TRANSFORMS (center, normalize, clip, "
-                                                 "clip_range, delta), each a name or {name: {options}}",
-                                           default_factory=list)
-    process_credit: str = option("sum", "process credit assignment, a name in PROCESS_CREDIT: sum or min (PURE "
-                                        "min-form: a trajectory is worth its worst step)")
-    process_credit_params: dict[str, Any] = option(None, "credit options, e.g. {temperature: 0.1} for min",
-                                                   default_factory=dict)
-    process_filter: str = option("none", "process/outcome filter, a name in PROCESS_FILTERS: none or disagreement "
-                                         "(samples whose PRM and outcome rewards disagree get advantage 0)")
-    process_filter_params: dict[str, Any] = option(None, "filter options, e.g. {low: 0.3, high: 0.7}",
-                                                   default_factory=dict)
-    process_baseline: Literal["steps", "returns", "none"] = option(
-        "steps", "GRPO family: baseline of the process returns (steps: DeepSeekMath step normalisation; returns: "
-                 "group baseline on the trajectory's process return; none: raw)")
-    process_coef: float = option(1.0, "weight of the process term in the advantage (or PPO token reward)")
-    outcome_coef: float = option(1.0, "weight of the outcome term (the estimator's advantage, or PPO's final "
-                                      "token reward) when process rewards are on")
-
-    def process_transform_list(self) -> list[tuple[str, dict]]:
-        """``process_transforms`` as ``(name, options)`` pairs (a name, or a one-key mapping name -> options)."""
-        out = []
-        for t in self.process_transforms:
-            if isinstance(t, str):
-                out.append((t, {}))
-            elif isinstance(t, dict) and len(t) == 1:
-                (name, opts), = t.items()
-                out.append((str(name), dict(opts or {})))
-            else:
-                raise ValueError(f"reward.process_transforms: each item is a name or {{name: {{options}}}}, got {t!r}")
-        return out
-
-
-class EnvConfig(ConfigModel):
-    """The environment episodes run in (rlvr.envs): one turn scored by reward.verifier, or several."""
-
-    name: str = option("single_turn", "environment, a name in rlvr.envs.ENVIRONMENTS: single_turn (the task "
-                                      "scored by reward.verifier), tools (calculator / sandboxed python tool use), "
-                                      "retry ('try again' feedback)")
-    params: dict[str, Any] = option(None, "options of the environment, e.g. {tools: [calculator], max_turns: 4} "
-                                          "or {attempts: 2} (validated against its registry entry)",
-                                    default_factory=dict)
-
-
-class CurriculumConfig(ConfigModel):
-    """A live curriculum (rlvr.tasks.curriculum): the task's difficulty follows the rolling pass rate."""
-
-    levels: list[dict[str, Any]] = option(None, "task options of each level, easiest first, e.g. "
-                                                "[{max_value: 9}, {max_value: 99}]; task.* fields or task.params "
-                                                "keys (empty: no curriculum)", default_factory=list)
-    low: float = option(0.2, "move one level down when the rolling pass rate falls below this", ge=0, le=1)
-    high: float = option(0.8, "move one level up when the rolling pass rate rises above this", ge=0, le=1)
-    window: int = option(32, "groups in the rolling pass rate", ge=1)
-    min_groups: int = option(16, "groups seen at a level before it may change", ge=1)
-    start_level: int = option(0, "level of the first step", ge=0)
-    eval_level: int = option(-1, "level whose held-out problems are evaluated (-1: the hardest)")
-    fixed: bool = option(False, "stay at start_level (the fixed-difficulty control of a curriculum run; the "
-                                "levels are still built and logged)")
-
-    def check(self) -> None:
-        if self.levels:
-            if not 0 <= self.low < self.high <= 1:
-                raise ValueError(f"curriculum: need 0 <= low < high <= 1, got low={self.low}, high={self.high}")
-            if self.window < 1 or not 1 <= self.min_groups <= self.window:
-                raise ValueError("curriculum: need window >= 1 and 1 <= min_groups <= window")
-            n = len(self.levels)
-            if not 0 <= self.start_level < n or not -n <= self.eval_level < n:
-                raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
-
-
-class GuidanceConfig(ConfigModel):
-    """Guidance for groups whose samples all fail (rlvr.rollout.guidance), from the problem's reference solution."""
-
-    hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
-                                "the start of the answer (not trained on) until a sample succeeds")
-    hint_fractions: list[float] = option(None, "hint levels: shares of the solution's tokens revealed, increasing, "
-                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75],
-                                       min_length=1)
-    demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
-                                         "solution as an off-policy completion (shaped, unclipped loss)")
-    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
-
-    def check(self) -> None:
-        f = self.hint_fractions
-        if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
-            raise ValueError(f"guidance.hint_fractions must be a non-empty, strictly increasing list of shares in "
-                             f"(0, 1), got {f}")
-
-
 class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)", ge=0)
     max_minutes: float = option(0.0, "stop before the next step once this many minutes of training have passed in "
@@ -402,47 +232,6 @@ class TrainConfig(ConfigModel):
             raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
         if not all(0 <= b < 1 for b in self.betas):
             raise ValueError(f"train.betas must be two numbers in [0, 1), got {self.betas}")
-
-
-class EvalConfig(ConfigModel):
-    num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)", ge=0)
-    n: int = option(1, "samples per problem", ge=1)
-    temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)", ge=0)
-    max_new_tokens: int = option(64, "cap on generated tokens at evaluation", ge=1)
-    before_training: bool = option(True, "evaluate the initial policy before training")
-    after_training: bool = option(True, "evaluate the trained policy after training")
-    extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
-                                             default_factory=list)
-    seed: int = option(1234, "sampling seed for evaluation")
-    every: int = option(0, "also evaluate every N steps during training (greedy-or-eval.temperature, "
-                           "logged as heldout_accuracy in metrics.jsonl; 0: off)", ge=0)
-
-
-class DistributedConfig(ConfigModel):
-    backend: Literal["none", "ray"] = option(
-        "none", "none: everything in this process; ray: rollout workers are Ray actors (needs the distributed extra)")
-    fsdp: bool = option(False, "shard the learner with FSDP2 over the ranks torchrun starts, one per GPU (gloo on "
-                               "CPU): torchrun --nproc-per-node N -m rlvr.cli train ... distributed.fsdp=true")
-    mixed_precision: Literal["bf16", "none"] = option(
-        "bf16", "fsdp: bf16 compute and all-gathers, fp32 master weights, AdamW state and gradient reduction; "
-                "none: the model's dtype throughout")
-    activation_checkpointing: bool = option(
-        False, "fsdp: recompute each decoder block's activations in backward (less memory, more compute)")
-    address: str | None = option(None, "Ray cluster to join (auto: the one `ray start --head` started here; "
-                                       "ray://host:10001; None: start a local one)")
-    num_cpus: int = option(0, "CPUs a locally started Ray cluster offers (0: all cores)", ge=0)
-    num_rollout_workers: int = option(2, "Ray actors that sample rollouts (prompts are sharded across them)", ge=1)
-    cpus_per_rollout_worker: float = option(1.0, "CPUs reserved for each rollout worker", ge=0)
-    gpus_per_rollout_worker: float = option(0.0, "GPUs reserved for each rollout worker (vllm: tensor_parallel_size)",
-                                            ge=0)
-    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option(
-        "PACK", "Ray placement-group strategy for the workers' bundles (PACK: fill a node first; SPREAD: spread)")
-    max_restarts: int = option(3, "times Ray restarts a dead rollout worker before rlvr recreates it", ge=-1)
-    learner: Literal["driver", "actor"] = option(
-        "driver", "where the learner runs: driver (this process) or actor (a Ray actor in the same placement "
-                  "group as the rollout workers, bundle 0)")
-    cpus_per_learner: float = option(1.0, "CPUs reserved for the learner actor (learner=actor)", ge=0)
-    gpus_per_learner: float = option(0.0, "GPUs reserved for the learner actor (learner=actor)", ge=0)
 
 
 class RunConfig(ConfigModel):
@@ -669,18 +458,3 @@ REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
 
 POLICY_SOURCES = frozenset({"self_certainty", "reference_likelihood"})
 """Reward sources computed from the policy's own forward pass (in RLRecipe.advantages, not at collection)."""
-
-
-def task_at_level(task: TaskConfig, level: dict[str, Any], key: str = "curriculum.levels") -> TaskConfig:
-    """``task`` with one curriculum level's options: task.* fields replaced, other keys merged into params."""
-    fields = set(TaskConfig.model_fields) - {"params", "name"}
-    unknown_name = level.get("name")
-    update = {k: v for k, v in level.items() if k in fields}
-    params = {**task.params, **{k: v for k, v in level.items() if k not in fields and k != "name"}}
-    data = {**task.model_dump(), **update, "params": params}
-    if unknown_name:
-        data["name"] = unknown_name
-    try:
-        return TaskConfig.model_validate(data)
-    except Exception as e:  # noqa: BLE001 - reported with the level's key
-        raise ValueError(f"{key}: {e}") from None

@@ -140,7 +140,8 @@ def _load(args: list[str]):
 
 
 def _cmd_train(ns) -> int:
-    from rlvr.recipes.rl import TrainingInterrupted, train
+    from rlvr.recipes.rl import TrainingInterrupted
+    from rlvr.recipes.run import train
 
     overrides = list(ns.args)
     seeds = None
@@ -217,7 +218,8 @@ def _eval_engine(cfg, model_name: str, system_prompt: str | None):
 
     run = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name}),
                                  "task": cfg.task.model_copy(update={"system_prompt": system_prompt})})
-    return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run, **cfg.rollout.engine_params)
+    return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run.engine_context(),
+                                           **cfg.rollout.engine_params)
 
 
 def _check_eval_flags(ns) -> None:
@@ -249,8 +251,10 @@ def _cmd_eval(ns) -> int:
     try:
         if ns.task:
             task = ns.task
-            problems = load_problems(task, ns.path or cfg.task.path, prompt_field=ns.prompt_field or cfg.task.prompt_field,
-                                     answer_field=ns.answer_field or cfg.task.answer_field)
+            params = cfg.task.params
+            problems = load_problems(task, ns.path or cfg.task.path,
+                                     prompt_field=ns.prompt_field or params.get("prompt_field", "prompt"),
+                                     answer_field=ns.answer_field or params.get("answer_field", "answer"))
         else:  # the held-out split of the configured task (what `rlvr train` evaluates)
             from rlvr.tasks.registry import build_task
 
@@ -333,7 +337,7 @@ Samples are generated once with the training rollout engine, built from the
 config as `rlvr train` builds it: rollout.engine=hf (the default; on a GPU,
 rollout.engine_params={decode: compiled} replays its decode step as a CUDA
 graph, and {share_prefix: 16} prefills the prompts' common prefix once) or
-rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.vllm_* options), and
+rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.engine_params), and
 stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
 is given). Each problem draws from its own generator seeded with seed + its
@@ -802,8 +806,10 @@ def _add_eval_parser(sub) -> None:
     g.add_argument("--task", choices=("math500", "gsm8k", "aime24", "amc23", "jsonl"),
                    help="benchmark to evaluate on (default: the held-out split of the config's task)")
     g.add_argument("--path", help="data file: the JSONL for --task jsonl, or a replacement benchmark file")
-    g.add_argument("--prompt-field", help="--task jsonl: field holding the prompt (default task.prompt_field)")
-    g.add_argument("--answer-field", help="--task jsonl: field holding the answer (default task.answer_field)")
+    g.add_argument("--prompt-field", help="--task jsonl: field holding the prompt (default "
+                                          "task.params.prompt_field)")
+    g.add_argument("--answer-field", help="--task jsonl: field holding the answer (default "
+                                          "task.params.answer_field)")
     g.add_argument("--limit", type=int, help="only the first N problems (a later run without it continues)")
     g = p.add_argument_group("model and sampling (flags win over the config's eval.* keys)")
     g.add_argument("--model", help="model to evaluate (default: model.name from the config)")

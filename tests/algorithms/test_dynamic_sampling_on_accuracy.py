@@ -46,7 +46,7 @@ def right(completion: str, reference: str) -> Verdict:
 def test_dynamic_sampling_drops_an_all_correct_group_whose_shaped_rewards_differ():
     tok = make_tokenizer()
     cfg = load_config(RunConfig, None, ["train.prompts_per_step=2", f"rollout.group_size={G}",
-                                        "rollout.max_new_tokens=12", "reward.overlong_cache_len=6",
+                                        "rollout.max_new_tokens=12", "reward.shaping={overlong: {cache_len: 6}}",
                                         "algorithm.dynamic_sampling=true", "algorithm.max_sampling_rounds=2"])
     problems = [Problem("easy", prompt="1+1?", answer="2"), Problem("mixed", prompt="2+2?", answer="4")]
     samples, verdicts, rewards, rounds, _, generated = collect_rollouts(

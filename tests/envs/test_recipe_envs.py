@@ -74,7 +74,7 @@ def _curriculum_run(out, *extra):
     model = make_model(__import__("conftest").make_tokenizer())
     return model, train(_cfg(out, "curriculum.levels=[{max_value: 9}, {max_value: 30}, {max_value: 300}]",
                              "curriculum.window=2", "curriculum.min_groups=2", "curriculum.low=0.0",
-                             "curriculum.high=0.01", "task.num_train=30", "task.num_heldout=5", *extra),
+                             "curriculum.high=0.01", "task.params.num_train=30", "task.num_heldout=5", *extra),
                         model=model, tokenizer=__import__("conftest").make_tokenizer(), verifier=_parity)
 
 

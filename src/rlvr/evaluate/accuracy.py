@@ -40,7 +40,7 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     for prob, group in zip(problems, groups):
         scores = []
         for s in group:
-            v = s.info["verdict"] if multi else safe_verify(verifier, s.text, prob.answer)
+            v = s.verdict if multi else safe_verify(verifier, s.text, prob.answer)
             scores.append(1.0 if v.correct else 0.0)
             lengths.append(s.num_tokens)
             if len(examples) < keep_samples:

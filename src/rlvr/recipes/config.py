@@ -6,17 +6,21 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from rlvr.config import ConfigModel, option
 from rlvr.distributed.settings import DistributedConfig
+from rlvr.engines.registry import EngineContext, hf_options
 from rlvr.envs.settings import EnvConfig
 from rlvr.evaluate.settings import EvalConfig
+from rlvr.learner.settings import LearnerSettings, ScheduleSettings
 from rlvr.models.settings import ModelConfig
+from rlvr.recipes.rules import RUN_RULES
 from rlvr.rewards.settings import RewardConfig
+from rlvr.rollout.async_rollouts import GeneratorSettings
+from rlvr.rollout.collect import CollectSettings
 from rlvr.rollout.settings import GuidanceConfig, RolloutConfig
 from rlvr.tasks.settings import CurriculumConfig, TaskConfig, task_at_level
 
@@ -114,16 +118,26 @@ class AlgorithmConfig(ConfigModel):
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
 
-    def check(self) -> None:
+    @model_validator(mode="after")
+    def _aggregation_of_the_loss(self) -> AlgorithmConfig:
+        """Without ``loss_agg`` set, the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums),
+        recorded in the saved config."""
         from rlvr.algorithms import POLICY_LOSSES
         from rlvr.algorithms.losses import loss_aggregation
 
         if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
                 and loss_aggregation(self.policy_loss) != self.loss_agg:
-            # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
             self.loss_agg = loss_aggregation(self.policy_loss)
+        return self
+
+    @model_validator(mode="after")
+    def _clips_can_act(self) -> AlgorithmConfig:
+        """See :meth:`_check_clips`."""
+        from rlvr.algorithms import POLICY_LOSSES
+
         if self.policy_loss in POLICY_LOSSES:
             self._check_clips("clip_range" in POLICY_LOSSES.entry(self.policy_loss).tags)
+        return self
 
     def optimizer_steps(self) -> int:
         """Optimizer steps per rollout batch: ``ppo_epochs x mini_batches``."""
@@ -227,11 +241,18 @@ class TrainConfig(ConfigModel):
                                    "non-finite rewards, advantages or gradients (a skipped step never updates the "
                                    "weights; the checkpoints written before stay)", ge=1)
 
-    def check(self) -> None:
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_unit_interval(cls, betas: list[float]) -> list[float]:
+        if not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"train.betas: must be two numbers in [0, 1), got {betas}")
+        return betas
+
+    @model_validator(mode="after")
+    def _shared_prompts_are_packed(self) -> TrainConfig:
         if self.share_prompts and self.micro_batch_tokens <= 0:
             raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
-        if not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"train.betas must be two numbers in [0, 1), got {self.betas}")
+        return self
 
 
 class RunConfig(ConfigModel):
@@ -268,193 +289,52 @@ class RunConfig(ConfigModel):
             raise ValueError(str(e)) from None
         return data
 
-    def _validate_registered(self) -> None:
-        """Every registry name and its options, checked before any model loads (errors name the key)."""
-        from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
-        from rlvr.tasks.registry import TASKS, task_options
-        from rlvr.verifiers import VERIFIERS
-
-        a, r = self.algorithm, self.reward
-        entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
-        if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
-            raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
-                             "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
-        ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
-                                   group_size=self.rollout.group_size)
-        POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
-        POLICY_LOSSES.validate_params(a.policy_loss, a.policy_loss_params, key="algorithm.policy_loss_params")
-        KL_ESTIMATORS.entry(a.kl_estimator, key="algorithm.kl_estimator")
-        IS_CORRECTIONS.entry(a.is_correction, key="algorithm.is_correction")
-        IS_CORRECTIONS.validate_params(a.is_correction, a.is_params, key="algorithm.is_params")
-        VERIFIERS.entry(r.verifier, key="reward.verifier")
-        VERIFIERS.validate_params(r.verifier, r.verifier_params, key="reward.verifier_params")
-        from rlvr.engines.registry import ENGINES
-
-        ENGINES.entry(self.rollout.engine, key="rollout.engine")
-        ENGINES.validate_params(self.rollout.engine, self.rollout.engine_params, key="rollout.engine_params")
-        if self.rollout.sleep_while_learning and (self.rollout.engine != "hf" or self.distributed.backend != "none"):
-            raise ValueError("rollout.sleep_while_learning frees the in-process HF engine's copy of the weights: it "
-                             "needs rollout.engine=hf and distributed.backend=none (vLLM: rollout.vllm_sleep)")
-        if self.train.optimizer == "adamw_bf16" and self.distributed.fsdp:
-            raise ValueError("train.optimizer=adamw_bf16 is not supported with distributed.fsdp (its sharded "
-                             "DTensor parameters are untested there): use train.optimizer=adamw")
-        if self.distributed.backend == "ray":
-            from rlvr.distributed.engine_factory import RAY_ENGINES
-
-            if self.rollout.engine not in RAY_ENGINES:
-                raise ValueError(f"rollout.engine={self.rollout.engine} cannot run in Ray rollout workers "
-                                 f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
-        TASKS.entry(self.task.name, key="task.name")
-        path = task_options(self.task).get("path")
-        if self.task.name in FILE_TASKS and not path:
-            raise ValueError(f"task.path: task.name={self.task.name} reads {FILE_TASKS[self.task.name]}: set "
-                             "task.path=...")
-        if self.task.name == "jsonl" and not Path(path).is_file():
-            raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
-        TASKS.check(self.task.name, self.task.params, key="task.params")
-        for i, level in enumerate(self.curriculum.levels):
-            lvl = task_at_level(self.task, level, key=f"curriculum.levels[{i}]")
-            TASKS.check(lvl.name, lvl.params, key=f"curriculum.levels[{i}]")
-        from rlvr.envs import ENVIRONMENTS, environment_traits
-
-        ENVIRONMENTS.entry(self.env.name, key="env.name")
-        ENVIRONMENTS.check(self.env.name, self.env.params, key="env.params")
-        traits = environment_traits(self.env.name, self.env.params)  # multi-turn: read from its limits
-        self._validate_reward_source(traits)
-        self._validate_backends(traits)
-
-    def _validate_backends(self, traits) -> None:
-        """Environments the backends that sample single completions (async rollouts, the generator process,
-        FSDP: they score with the verifier alone; Ray workers: one turn per call) cannot run."""
-        d = self.distributed
-        bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                               ("train.rollout_worker", self.train.rollout_worker),
-                               ("distributed.fsdp", d.fsdp)) if on and not traits.single_turn]
-        bad += ["distributed.backend=ray"] if d.backend == "ray" and traits.multi_turn else []
-        if bad:
-            raise ValueError(f"{traits.why()}, which {', '.join(bad)} cannot run yet (they sample single "
-                             "completions scored by reward.verifier): use the in-process engine")
-
-    def _validate_reward_source(self, traits) -> None:
-        """reward.source and reward.process_* checked against the task, verifier and the rest of the run."""
-        from rlvr.rewards.sources import REWARD_SOURCES
-
-        r = self.reward
-        # Every built-in task but a file or dataset of the user's carries reference answers; for those
-        # (jsonl, hf) it is unknown before the file is read: None lets the source through, and a source that
-        # reads the reference stops at the first problem without one when training.
-        has_reference = None if self.task.name in REFERENCE_UNKNOWN_TASKS else True
-        REWARD_SOURCES.check(r.source, r.source_params, key="reward.source", verifier=r.verifier,
-                             has_reference=has_reference)
-        from rlvr.rollout.collect import COLLECT_SOURCES
-
-        if r.source not in COLLECT_SOURCES | POLICY_SOURCES:
-            raise ValueError(f"reward.source={r.source} is registered but the training loop does not compute it "
-                             f"(collected: {', '.join(sorted(COLLECT_SOURCES))}; from the policy: "
-                             f"{', '.join(sorted(POLICY_SOURCES))})")
-        policy_based = r.source in POLICY_SOURCES
-        bad = []
-        if r.source != "verifier":
-            bad += [k for k, on in (("reward.flip_false_positive / flip_false_negative",
-                                     bool(r.flip_false_positive or r.flip_false_negative)),
-                                    ("reward.laser_target_length", bool(r.laser_target_length))) if on]
-            if bad:
-                raise ValueError(f"reward.source={r.source}: {', '.join(bad)} shape the verifier's verdict; use "
-                                 "them with reward.source=verifier")
-        if policy_based and (self.algorithm.dynamic_sampling or self.algorithm.difficulty_filter):
-            raise ValueError(f"reward.source={r.source} is computed from the policy after the rollouts are "
-                             "collected: algorithm.dynamic_sampling / difficulty_filter cannot see it")
-        if r.process_prm is not None:
-            from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
-            from rlvr.search.scorers import check_reward_model_dir
-
-            try:
-                check_reward_model_dir(r.process_prm, "prm")
-            except ValueError as e:
-                raise ValueError(f"reward.process_prm: {e}") from None
-            for name, opts in r.process_transform_list():
-                STEP_TRANSFORMS.check(name, opts, key="reward.process_transforms")
-            PROCESS_CREDIT.check(r.process_credit, r.process_credit_params, key="reward.process_credit")
-            PROCESS_FILTERS.check(r.process_filter, r.process_filter_params, key="reward.process_filter")
-            unknown = set(r.process_prm_params) - {"step_tag", "good", "bad", "delimiter"}
-            if unknown:
-                raise ValueError(f"reward.process_prm_params: unknown option(s) {', '.join(sorted(unknown))} "
-                                 "(step_tag, good, bad, delimiter)")
-        if r.source != "verifier" or r.process_prm is not None:
-            what = f"reward.source={r.source}" if r.source != "verifier" else "reward.process_prm"
-            d = self.distributed
-            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                                   ("train.rollout_worker", self.train.rollout_worker),
-                                   ("distributed.fsdp", d.fsdp)) if on]
-            if bad:
-                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
-            if (policy_based or r.process_prm is not None) and traits.multi_turn:
-                raise ValueError(f"{what} scores single completions: use env.name=single_turn ({traits.why()})")
-
     def check(self) -> None:
-        self._validate_registered()
-        from rlvr.trackers import validate_report_to
+        """The cross-section rules (:data:`rlvr.recipes.rules.RUN_RULES`), in order; the first that fails is
+        reported."""
+        for check_rule in RUN_RULES:
+            check_rule(self)
 
-        validate_report_to(self.train.report_to)
-        adv = self.algorithm.advantage
-        from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+    # ------------------------------------------------------------------ what each layer is handed
+    def learner_settings(self) -> LearnerSettings:
+        """The learner's slice of the run (``algorithm.*``, ``train.*``, ``rollout.*``, ``guidance.shaping_gamma``)."""
+        a, t = self.algorithm, self.train
+        return LearnerSettings(
+            temperature=self.rollout.temperature, max_new_tokens=self.rollout.max_new_tokens,
+            micro_batch_size=t.micro_batch_size, micro_batch_tokens=t.micro_batch_tokens,
+            share_prompts=t.share_prompts, logprob_chunk_size=t.logprob_chunk_size,
+            activation_checkpointing=t.activation_checkpointing, autocast=t.autocast, max_grad_norm=t.max_grad_norm,
+            ppo_epochs=a.ppo_epochs, mini_batches=a.mini_batches, skip_zero_advantage=a.skip_zero_advantage,
+            policy_loss=a.policy_loss, policy_loss_params=dict(a.policy_loss_params), loss_agg=a.loss_agg,
+            clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_estimator=a.kl_estimator,
+            kl_in_reward=a.kl_in_reward, entropy_coef=a.entropy_coef, is_correction=a.is_correction,
+            is_params=dict(a.is_params), value_coef=a.value.coef, value_clip=a.value.clip,
+            shaping_gamma=self.guidance.shaping_gamma)
 
-        if self.rollout.group_size < 2 and "single_sample" not in ADVANTAGE_ESTIMATORS.entry(adv).tags:
-            raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
-        n = self.train.prompts_per_step * self.rollout.group_size
-        if self.algorithm.mini_batches > n:
-            raise ValueError(f"algorithm.mini_batches={self.algorithm.mini_batches} splits a batch of "
-                             f"train.prompts_per_step x rollout.group_size = {n} sequences: at most {n}")
-        a = self.algorithm
-        if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
-            raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
-        if a.difficulty_filter and not a.difficulty_low <= a.difficulty_high:
-            raise ValueError("need algorithm.difficulty_low <= algorithm.difficulty_high")
-        if self.reward.overlong_cache_len > self.rollout.max_new_tokens:
-            raise ValueError(f"reward.overlong_cache_len={self.reward.overlong_cache_len} must be at most "
-                             f"rollout.max_new_tokens={self.rollout.max_new_tokens} (the window ends there)")
-        d = self.distributed
-        if (d.backend != "none" or self.rollout.engine != "hf") and (self.train.async_steps or
-                                                                    self.train.rollout_worker):
-            raise ValueError("train.async_steps / train.rollout_worker use their own HF generator process: "
-                             "combine them with rollout.engine=hf and distributed.backend=none")
-        if self.train.async_steps > 0 and a.is_correction == "none":
-            raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
-                             f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
-                             "to correct for it")
-        if self.curriculum.levels and (self.train.async_steps or self.train.rollout_worker or d.fsdp
-                                       or d.learner == "actor"):
-            raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
-                             "train.rollout_worker, distributed.fsdp or distributed.learner=actor")
-        g = self.guidance
-        if g.hints or g.demonstrations:
-            what = " / ".join(k for k, on in (("guidance.hints", g.hints),
-                                              ("guidance.demonstrations", g.demonstrations)) if on)
-            if self.env.name != "single_turn":
-                raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {self.env.name}")
-            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                                   ("train.rollout_worker", self.train.rollout_worker),
-                                   ("distributed.backend=ray", d.backend == "ray"),
-                                   ("distributed.fsdp", d.fsdp)) if on]
-            if bad:
-                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
-            if self.reward.source != "verifier" or self.reward.process_prm is not None:
-                fix = f"use reward.source=verifier, not {self.reward.source}" if self.reward.source != "verifier" \
-                    else "not with reward.process_prm"
-                raise ValueError(f"{what} decides failure and success by the verifier's verdict and trains on "
-                                 f"reference solutions: {fix}")
-        if self.distributed.fsdp:
-            from rlvr.recipes.fsdp import unsupported_with_fsdp
+    def engine_context(self) -> EngineContext:
+        """What every rollout engine is given (``rollout.*``, ``model.*``, ``task.system_prompt``, ``train.seed``)."""
+        m = self.model
+        return EngineContext(batch_size=self.rollout.batch_size, system_prompt=self.task.system_prompt,
+                             dtype=self.rollout.dtype, policy_dtype=m.dtype, merge_lora=m.lora.merge_for_rollout,
+                             model_name=m.name, cache_dir=m.cache_dir, seed=self.train.seed)
 
-            if bad := unsupported_with_fsdp(self):
-                raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+    def collect_settings(self) -> CollectSettings:
+        """What collection reads (``train.prompts_per_step``, ``train.seed``, dynamic sampling, ``reward``,
+        ``guidance``)."""
+        a, g = self.algorithm, self.guidance
+        return CollectSettings(prompts_per_step=self.train.prompts_per_step, seed=self.train.seed,
+                               dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
+                               reward=self.reward, guidance=g if (g.hints or g.demonstrations) else None)
 
+    def generator_settings(self) -> GeneratorSettings:
+        """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""
+        r = self.rollout
+        return GeneratorSettings(collect=self.collect_settings(), engine=self.engine_context(),
+                                 engine_params=hf_options(r.engine, r.engine_params), verifier=self.reward.verifier,
+                                 verifier_params=dict(self.reward.verifier_params), plugins=list(self.plugins),
+                                 threads=self.train.threads, matmul=self.model.matmul)
 
-FILE_TASKS = {"jsonl": "a JSON-lines file", "hf": "a `datasets` hub id, directory or data file"}
-"""Tasks that need ``task.path`` (what it names)."""
-
-REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
-"""Tasks whose reference answers come from the user's file: whether they exist is not known at load."""
-
-POLICY_SOURCES = frozenset({"self_certainty", "reference_likelihood"})
-"""Reward sources computed from the policy's own forward pass (in RLRecipe.advantages, not at collection)."""
+    def schedule_settings(self) -> ScheduleSettings:
+        """The learning-rate schedule (``train.warmup_steps``, ``train.steps``, ``train.schedule``)."""
+        t = self.train
+        return ScheduleSettings(warmup_steps=t.warmup_steps, total_steps=t.steps, kind=t.schedule)

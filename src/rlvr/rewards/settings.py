@@ -19,11 +19,11 @@ class RewardConfig(ConfigModel):
                                               "0); 1: never", ge=0, le=1)
     correct_reward: float = option(1.0, "reward when the verifier accepts")
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
-    overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
-                                        "rollout.max_new_tokens (0: off)", ge=0)
-    laser_target_length: int = option(0, "LASER length shaping: bonus for correct answers of at most this many "
-                                         "tokens (0: off)", ge=0)
-    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus", ge=0)
+    shaping: dict[str, dict[str, Any]] = option(
+        None, "reward shaping terms applied in the order listed, names in rlvr.rewards.shaping.REWARD_SHAPING with "
+              "their options, e.g. {overlong: {cache_len: 16}} (DAPO's soft overlong punishment over the last 16 "
+              "tokens before rollout.max_new_tokens) or {laser: {target_length: 64, alpha: 0.5}} (LASER's bonus "
+              "for correct answers of at most 64 tokens)", default_factory=dict)
     flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)",
                                         ge=0, lt=1)
     flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)",
@@ -59,6 +59,10 @@ class RewardConfig(ConfigModel):
     process_coef: float = option(1.0, "weight of the process term in the advantage (or PPO token reward)")
     outcome_coef: float = option(1.0, "weight of the outcome term (the estimator's advantage, or PPO's final "
                                       "token reward) when process rewards are on")
+
+    moved = {"overlong_cache_len": "reward.shaping.overlong.cache_len (reward.shaping={overlong: {cache_len: N}})",
+             "laser_target_length": "reward.shaping.laser.target_length (reward.shaping={laser: {target_length: N}})",
+             "laser_alpha": "reward.shaping.laser.alpha (reward.shaping={laser: {target_length: N, alpha: A}})"}
 
     def process_transform_list(self) -> list[tuple[str, dict]]:
         """``process_transforms`` as ``(name, options)`` pairs (a name, or a one-key mapping name -> options)."""

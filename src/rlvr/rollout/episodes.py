@@ -244,7 +244,8 @@ def _append(sample: Sample, ids: list[int], *, model: bool, logprobs: list[float
 
 def _seal(ep: Episode, tokenizer) -> None:
     s = ep.sample
-    s.info.update({"reward": ep.reward, "verdict": ep.verdict, "turns": ep.state.turn, **dict(ep.counts)})
+    s.verdict, s.reward = ep.verdict, ep.reward
+    s.info.update({"turns": ep.state.turn, **dict(ep.counts)})
     if s.mask is not None:  # more than one turn: the text is the whole trajectory as the policy saw it
         s.text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
 
@@ -256,7 +257,7 @@ def episode_metrics(samples: list[Sample]) -> dict[str, float]:
     n = len(samples)
     out = {"env/turns": sum(s.info.get("turns", 1) for s in samples) / n}
     keys = sorted({k for s in samples for k, v in s.info.items() if isinstance(v, (int, float))
-                   and k not in ("turns", "reward")})
+                   and k != "turns"})
     for k in keys:
         out[f"env/{k}"] = sum(float(s.info.get(k, 0)) for s in samples) / n
     if any("tool_calls" in s.info for s in samples):

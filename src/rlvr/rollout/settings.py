@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import field_validator
+
 from rlvr.config import ConfigModel, option
 
 __all__ = ["RolloutConfig", "GuidanceConfig"]
@@ -26,15 +28,10 @@ class RolloutConfig(ConfigModel):
     sleep_while_learning: bool = option(
         False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
                "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
-               "for vLLM see rollout.vllm_sleep")
-    vllm_gpu_memory_utilization: float = option(
-        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)",
-        gt=0, le=1)
-    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over", ge=1)
-    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)", ge=0)
-    vllm_sleep: bool = option(False, "vllm: sleep (weights to CPU RAM, KV cache freed) during the learner step "
-                                     "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
+               "for vLLM see rollout.engine_params.sleep")
 
+    moved = {f"vllm_{k}": f"rollout.engine_params.{k} (with rollout.engine=vllm)"
+             for k in ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len", "sleep")}
 
 
 class GuidanceConfig(ConfigModel):
@@ -49,9 +46,11 @@ class GuidanceConfig(ConfigModel):
                                          "solution as an off-policy completion (shaped, unclipped loss)")
     shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
 
-    def check(self) -> None:
-        f = self.hint_fractions
+    @field_validator("hint_fractions")
+    @classmethod
+    def _increasing_shares(cls, f: list[float]) -> list[float]:
         if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
-            raise ValueError(f"guidance.hint_fractions must be a non-empty, strictly increasing list of shares in "
+            raise ValueError(f"guidance.hint_fractions: must be a non-empty, strictly increasing list of shares in "
                              f"(0, 1), got {f}")
+        return f
 

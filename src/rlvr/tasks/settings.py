@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import model_validator
+
 from rlvr.config import ConfigModel, option
 
 __all__ = ["TaskConfig", "CurriculumConfig", "task_at_level"]
@@ -12,22 +14,18 @@ __all__ = ["TaskConfig", "CurriculumConfig", "task_at_level"]
 class TaskConfig(ConfigModel):
     name: str = option("arithmetic", "which registered task supplies training and held-out problems "
                                      "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
-    params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
-                                          "task's registry entry)", default_factory=dict)
-    path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")
-    prompt_field: str = option("prompt", "jsonl task: field holding the prompt")
-    answer_field: str = option("answer", "jsonl task: field holding the reference answer")
-    template: str = option("What is {expression}? Put the final answer in \\boxed{{}}.",
-                           "arithmetic task: prompt template with {expression}")
-    num_operands: int = option(2, "arithmetic task: operands per expression", ge=2)
-    min_value: int = option(1, "arithmetic task: smallest operand")
-    max_value: int = option(50, "arithmetic task: largest operand")
-    operators: list[str] = option(None, "arithmetic task: operators drawn from + - *", default_factory=lambda: ["+"])
-    num_train: int = option(2000, "arithmetic task: training problems", ge=0)
+    params: dict[str, Any] = option(None, "the task's own options, validated against its registry entry, e.g. "
+                                          "{num_train: 2000, max_value: 50, operators: [+, -]} for arithmetic, "
+                                          "{prompt_field: question, answer_field: answer} for jsonl",
+                                    default_factory=dict)
+    path: str | None = option(None, "file to read (jsonl, hf tasks) or override for a benchmark file")
     num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)", ge=0)
     system_prompt: str | None = option(None, "system message for every prompt (None: the chat template's default)")
     seed: int = option(0, "seed of the problem generator and split")
 
+    moved = {k: f"task.params.{k} (an option of the task's registry entry)"
+             for k in ("prompt_field", "answer_field", "template", "num_operands", "min_value", "max_value",
+                       "operators", "num_train")}
 
 
 class CurriculumConfig(ConfigModel):
@@ -45,16 +43,24 @@ class CurriculumConfig(ConfigModel):
     fixed: bool = option(False, "stay at start_level (the fixed-difficulty control of a curriculum run; the "
                                 "levels are still built and logged)")
 
-    def check(self) -> None:
-        if self.levels:
-            if not 0 <= self.low < self.high <= 1:
-                raise ValueError(f"curriculum: need 0 <= low < high <= 1, got low={self.low}, high={self.high}")
-            if self.window < 1 or not 1 <= self.min_groups <= self.window:
-                raise ValueError("curriculum: need window >= 1 and 1 <= min_groups <= window")
-            n = len(self.levels)
-            if not 0 <= self.start_level < n or not -n <= self.eval_level < n:
-                raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
+    @model_validator(mode="after")
+    def _band_is_ordered(self) -> CurriculumConfig:
+        if self.levels and not 0 <= self.low < self.high <= 1:
+            raise ValueError(f"curriculum: need 0 <= low < high <= 1, got low={self.low}, high={self.high}")
+        return self
 
+    @model_validator(mode="after")
+    def _window_holds_min_groups(self) -> CurriculumConfig:
+        if self.levels and not 1 <= self.min_groups <= self.window:
+            raise ValueError("curriculum: need window >= 1 and 1 <= min_groups <= window")
+        return self
+
+    @model_validator(mode="after")
+    def _levels_are_indexed(self) -> CurriculumConfig:
+        n = len(self.levels)
+        if n and (not 0 <= self.start_level < n or not -n <= self.eval_level < n):
+            raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
+        return self
 
 
 def task_at_level(task: TaskConfig, level: dict[str, Any], key: str = "curriculum.levels") -> TaskConfig:

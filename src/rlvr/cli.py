@@ -242,24 +242,28 @@ def _check_eval_flags(ns) -> None:
         raise ConfigError("--path: --task jsonl needs --path FILE.jsonl (a JSON-lines file)")
 
 
+def _eval_problems(ns, cfg) -> tuple[str, list]:
+    """``(task name, problems)``: the ``--task`` benchmark or file, else the held-out split of the config's task."""
+    from rlvr.evaluate.pipeline import load_problems
+
+    if ns.task:
+        params = cfg.task.params
+        return ns.task, load_problems(ns.task, ns.path or cfg.task.path,
+                                      prompt_field=ns.prompt_field or params.get("prompt_field", "prompt"),
+                                      answer_field=ns.answer_field or params.get("answer_field", "answer"))
+    from rlvr.tasks.registry import build_task  # what `rlvr train` evaluates
+
+    return cfg.task.name, build_task(cfg.task)[1][: cfg.eval.num_problems]
+
+
 def _cmd_eval(ns) -> int:
-    from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
+    from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, run_eval
 
     _check_eval_flags(ns)
     cfg = _load(list(ns.args))
     model_name = ns.model or cfg.model.name
     try:
-        if ns.task:
-            task = ns.task
-            params = cfg.task.params
-            problems = load_problems(task, ns.path or cfg.task.path,
-                                     prompt_field=ns.prompt_field or params.get("prompt_field", "prompt"),
-                                     answer_field=ns.answer_field or params.get("answer_field", "answer"))
-        else:  # the held-out split of the configured task (what `rlvr train` evaluates)
-            from rlvr.tasks.registry import build_task
-
-            task = cfg.task.name
-            problems = build_task(cfg.task)[1][: cfg.eval.num_problems]
+        task, problems = _eval_problems(ns, cfg)
     except ValueError as e:  # also DatasetError (file:line) and ModelNotFoundError
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2

@@ -138,6 +138,8 @@ def component_kinds() -> list[Kind]:
     from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
     from rlvr.engines.registry import ENGINES
     from rlvr.envs import ENVIRONMENTS
+    from rlvr.learner.passes import POLICY_INPUTS
+    from rlvr.rewards.shaping import REWARD_SHAPING
     from rlvr.rewards.sources import REWARD_SOURCES
     from rlvr.tasks.registry import TASKS
     from rlvr.verifiers import VERIFIERS
@@ -148,6 +150,10 @@ def component_kinds() -> list[Kind]:
         Kind("environments", "env.name (options in env.params)", ENVIRONMENTS),
         Kind("verifiers", "reward.verifier (options in reward.verifier_params)", VERIFIERS),
         Kind("reward sources", "reward.source (options in reward.source_params)", REWARD_SOURCES),
+        Kind("policy passes", "what a reward source tagged policy needs (filled by the entry tagged with it)",
+             POLICY_INPUTS),
+        Kind("reward shaping terms", "reward.shaping (a mapping {name: {options}}, applied in the order listed)",
+             REWARD_SHAPING),
         Kind("step-reward transforms", "reward.process_transforms (items: a name or {name: {options}})",
              STEP_TRANSFORMS),
         Kind("process credit assignment", "reward.process_credit (options in reward.process_credit_params)",

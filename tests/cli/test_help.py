@@ -97,7 +97,7 @@ def test_help_all_lists_every_config_key_and_component_options(capsys, monkeypat
     monkeypatch.setenv("COLUMNS", "102")
     out = _help(capsys, "train", "--help-all")
     keys = config_keys(RunConfig)
-    assert len(keys) > 150
+    assert len(keys) > 100  # every section's keys, not only the top level
     for key in keys:
         assert re.search(rf"\n  {re.escape(key)}  \S", out), key
     assert "options: clip_low, clip_high, dual_clip" in " ".join(out.split())  # ppo_clip's options

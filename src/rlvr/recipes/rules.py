@@ -117,10 +117,10 @@ def task_and_levels(cfg: RunConfig) -> None:
         raise ValueError(f"task.path: task.name={task.name} reads its problems from task.path: set task.path=...")
     if task.name == "jsonl" and not Path(path).is_file():
         raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
-    TASKS.check(task.name, task.params, key="task.params")
-    for i, level in enumerate(cfg.curriculum.levels):
-        lvl = task_at_level(task, level, key=f"curriculum.levels[{i}]")
-        TASKS.check(lvl.name, lvl.params, key=f"curriculum.levels[{i}]")
+    levels = [("task.params", task)] + [(f"curriculum.levels[{i}]", task_at_level(task, lv, f"curriculum.levels[{i}]"))
+                                         for i, lv in enumerate(cfg.curriculum.levels)]
+    for key, t in levels:  # the held-out count is a task.* field unless the params set their own
+        TASKS.check(t.name, t.params, key=key, num_heldout=t.params.get("num_heldout", t.num_heldout))
 
 
 @rule

@@ -137,8 +137,8 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
                  tokenizer=None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
-    Each sample's ``info`` holds ``reward`` (the environment's return), ``verdict``
-    (the final :class:`Verdict`), ``turns``, ``turn_ends``, ``turn_rewards``,
+    Each sample's ``reward`` is the environment's return and its ``verdict`` the final
+    :class:`Verdict`; its ``info`` holds ``turns``, ``turn_ends``, ``turn_rewards``,
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
     the environment's turns.
@@ -172,24 +172,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     open_eps = [ep for row in episodes for ep in row if ep.verdict is None]
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
-        cont: list[Episode] = []
-        for ep in open_eps:
-            reply = safe_step(env, ep.state, last_texts[id(ep)], errors)
-            ep.state.turn += 1
-            _account(ep, reply)
-            if reply.done:
-                _finish(ep, reply, "done")
-                continue
-            if ep.state.turn >= limits.max_turns:
-                _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
-                continue
-            obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
-            if len(ep.sample.completion_ids) + len(obs) >= budget:
-                _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
-                        "max_total_tokens")
-                continue
-            _append(ep.sample, obs, model=False)
-            cont.append(ep)
+        cont = _step(env, open_eps, last_texts, tokenizer, eos_ids, budget, errors)
         if not cont:
             break
         # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
@@ -214,6 +197,32 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
             _seal(ep, tokenizer)
     _warn_errors(env, errors, episodes)
     return [[ep.sample for ep in row] for row in episodes]
+
+
+def _step(env: Environment, open_eps: list[Episode], last_texts: dict[int, str], tokenizer, eos_ids: set,
+          budget: int, errors: list) -> list[Episode]:
+    """One environment step of every open episode on its last turn's text; returns the episodes that continue
+    (their observation appended), having finished the others (done, or a turn / token limit reached)."""
+    limits = env.limits
+    cont: list[Episode] = []
+    for ep in open_eps:
+        reply = safe_step(env, ep.state, last_texts[id(ep)], errors)
+        ep.state.turn += 1
+        _account(ep, reply)
+        if reply.done:
+            _finish(ep, reply, "done")
+            continue
+        if ep.state.turn >= limits.max_turns:
+            _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
+            continue
+        obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
+        if len(ep.sample.completion_ids) + len(obs) >= budget:
+            _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
+                    "max_total_tokens")
+            continue
+        _append(ep.sample, obs, model=False)
+        cont.append(ep)
+    return cont
 
 
 def _last_turn_ids(ep: Episode) -> list[int]:

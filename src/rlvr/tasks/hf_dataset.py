@@ -130,17 +130,10 @@ def load_hf_dataset_problems(
         DatasetError: the dataset or split cannot be loaded, is empty, or a row lacks
             a field / has a mistyped one / repeats an id (naming dataset, split and row).
     """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
     label = str(dataset)
-    ds = _open_split(label, split, name, data_files, revision, None if cache_dir is None else str(cache_dir))
-    if len(ds) == 0:
-        raise DatasetError(f"{label}[{split}]: empty split (no rows)")
-    if limit == 0:
+    ds = _first_rows(label, split, name, data_files, revision, cache_dir, limit)
+    if ds is None:
         return []
-    if limit is not None and limit < len(ds):
-        ds = ds.select(range(limit))
-
     where = f"{label}[{split}]"  # with the row, "<dataset>[<split>]:row <i>" is the location in errors
     used = {prompt_field, answer_field} | {f for f in (id_field, messages_field, image_field) if f is not None}
     stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
@@ -174,6 +167,21 @@ def load_hf_dataset_problems(
     if len(ds) and not problems:
         raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
     return problems
+
+
+def _first_rows(label: str, split: str, name: str | None, data_files, revision: str | None,
+                cache_dir: str | os.PathLike | None, limit: int | None):
+    """The split's first ``limit`` rows (all with None; None for ``limit=0``); an empty split is a DatasetError."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    ds = _open_split(label, split, name, data_files, revision, None if cache_dir is None else str(cache_dir))
+    if len(ds) == 0:
+        raise DatasetError(f"{label}[{split}]: empty split (no rows)")
+    if limit == 0:
+        return None
+    if limit is not None and limit < len(ds):
+        ds = ds.select(range(limit))
+    return ds
 
 
 def _undecoded_images(ds, field: str, where: str):

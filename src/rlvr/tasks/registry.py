@@ -48,11 +48,16 @@ def held_out_split(problems: list[Problem], num_heldout: int, seed: int) -> Spli
     return train, held
 
 
-def _check_arithmetic(params: dict[str, Any], **_: Any) -> None:
-    """The expression space and the template, checked when the config loads (the problems are built later)."""
-    ArithmeticSpec(num_operands=params["num_operands"], min_value=params["min_value"], max_value=params["max_value"],
-                   operators=tuple(params["operators"] or ["+"]))
+def _check_arithmetic(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:
+    """The expression space (large enough for the train and held-out problems) and the template, checked when the
+    config loads (the problems are built later)."""
+    spec = ArithmeticSpec(num_operands=params["num_operands"], min_value=params["min_value"],
+                          max_value=params["max_value"], operators=tuple(params["operators"] or ["+"]))
     check_template(params["template"])
+    need = params["num_train"] + (params["num_heldout"] if num_heldout is None else num_heldout)
+    if need > spec.num_expressions:
+        raise ValueError(f"the arithmetic spec allows only {spec.num_expressions} distinct expressions but num_train "
+                         f"+ num_heldout = {need}; widen [min_value, max_value], or add operands or operators")
 
 
 @TASKS.register("arithmetic", check=_check_arithmetic,

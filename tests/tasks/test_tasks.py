@@ -223,9 +223,9 @@ def test_aime24_and_amc23(data_dir):
 
 
 def test_benchmark_registry(data_dir):
-    assert set(BENCHMARKS) == {"gsm8k", "math500", "aime24", "amc23"}
+    assert set(BENCHMARKS) == {"gsm8k", "math500", "aime24", "amc23", "humaneval"}
     assert [p.answer for p in load_benchmark("gsm8k", limit=1)] == ["18"]
-    with pytest.raises(ValueError, match="known benchmarks: aime24, amc23, gsm8k, math500"):
+    with pytest.raises(ValueError, match="known benchmarks: aime24, amc23, gsm8k, humaneval, math500"):
         load_benchmark("mmlu")
 
 

@@ -356,9 +356,124 @@ def test_bad_completions_fail_with_reason(completion, why):
 def test_binary_garbage_and_bad_references():
     garbage = bytes(range(1, 256)).decode("latin-1") * 4
     v = get_verifier("code_humaneval", timeout=3)(garbage, TRIVIAL_REF)
-    assert not v.correct and v.reason.startswith("failed:")
+    assert not v.correct and v.reason.startswith("syntax error: SyntaxError"), v.reason
     for ref in ("not json", "{}", '{"test": 1, "entry_point": "f"}', None, "[]"):
         v = get_verifier("code_humaneval")(SOLUTION, ref)
         assert not v.correct and "bad reference" in v.reason
         v = get_verifier("code_stdio")(SOLUTION, ref)
         assert not v.correct and "bad reference" in v.reason
+
+
+# ----------------------------------------------------------------------------- process containment without polling
+
+DAEMON = ("import os, time\n"
+          "if os.fork() == 0:\n"
+          "    os.setsid()\n"
+          "    if os.fork() == 0:\n"
+          "        time.sleep(60)\n"
+          "    os._exit(0)\n")
+
+
+@needs_namespace
+def test_nothing_outlives_a_run_and_nothing_is_polled_for(monkeypatch):
+    """The run's PID namespace takes every process with it: when run_python returns, a double-forked
+    setsid daemon is already gone, on a normal exit, a crash, a timeout and a harness run alike, and
+    the sandbox never scans /proc for leftovers (the old path polled for ~1.5 s per harness check)."""
+    scans = []
+    real = sbx._pids_of_uid
+    monkeypatch.setattr(sbx, "_pids_of_uid", lambda uid: scans.append(uid) or real(uid))
+    runs = [
+        run_python(DAEMON + "print('done')", limits=FAST, audit_hook=False),
+        run_python(DAEMON + "raise SystemExit(5)", limits=FAST, audit_hook=False),
+        run_python(DAEMON + "while True:\n    pass\n", limits=SandboxLimits(timeout=1, max_processes=16),
+                   audit_hook=False),
+    ]
+    assert [r.status for r in runs] == ["ok", "error", "timeout"], [r.stderr for r in runs]
+    assert sandbox_pids() == []
+    verify = get_verifier("code_humaneval", timeout=3)
+    assert verify(f"```python\n{DAEMON}{SOLUTION}```", TRIVIAL_REF).correct  # the candidate leaves a daemon
+    assert sandbox_pids() == []
+    assert scans == []
+
+
+@needs_namespace
+def test_harness_check_leaves_no_process_and_takes_no_extra_second():
+    verify = get_verifier("code_humaneval", timeout=5)
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        assert verify(SOLUTION, TRIVIAL_REF).correct
+        times.append(time.monotonic() - t0)
+        assert sandbox_pids() == []  # the candidate's process, orphaned when the runner exits, is gone already
+    assert sorted(times)[1] < 1.0, times  # it took 2.0 s while the sandbox waited for the orphan to be reaped
+
+
+@needs_namespace
+def test_program_sees_only_its_own_processes():
+    res = run_python("import os\nprint(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+                     "print(open('/proc/self/status').read().count('Pid'))", limits=FAST)
+    assert res.status == "ok", res.stderr
+    me, pids = res.stdout.splitlines()[0].split(" ", 1)
+    assert int(me) in json.loads(pids) and max(json.loads(pids)) < 10  # its namespace: init, itself
+    assert os.getpid() not in json.loads(pids) or os.getpid() < 10
+
+
+@pytest.mark.parametrize("program, status, rc", [
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "killed", -9),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed", -11),
+    ("import os\nos._exit(42)\n", "error", 42),
+    ("print('fine')\n", "ok", 0),
+])
+def test_exit_status_reaches_the_caller(program, status, rc):
+    res = run_python(program, limits=FAST)
+    assert (res.status, res.returncode) == (status, rc), res.stderr
+
+
+@needs_namespace
+def test_program_cannot_signal_its_keepers():
+    """The namespace's init (root) refuses the program's signals; kill(-1) reaches only the run's own
+    processes (here: the program itself, which the caller then sees killed)."""
+    res = run_python("import os, signal\n"
+                     "try:\n    os.kill(1, signal.SIGKILL)\n    print('KILLED INIT', flush=True)\n"
+                     "except OSError as e:\n    print('refused', type(e).__name__, flush=True)\n"
+                     "if os.fork() == 0:\n    os.kill(-1, signal.SIGKILL)\n    os._exit(0)\n"
+                     "os.wait()\nprint('survived')\n", limits=FAST, audit_hook=False)
+    assert res.stdout == "refused PermissionError\n" and res.status == "killed", res.stdout + res.stderr
+    assert sandbox_pids() == []
+
+
+def test_verify_batch_runs_code_checks_on_threads():
+    from rlvr.verifiers.batch import verify_batch
+
+    refs = [TRIVIAL_REF] * 6
+    completions = [SOLUTION, "def f():\n    return 2\n"] * 3
+    verdicts = verify_batch("code_humaneval", completions, refs, workers=3, timeout=5)
+    assert [v.correct for v in verdicts] == [True, False] * 3
+
+
+@pytest.mark.parametrize("code, head", [
+    ("def f():\n    return 2\n", "wrong answer: AssertionError"),
+    ("def f():\n    return 1 / 0\n", "runtime error: RuntimeError: candidate raised ZeroDivisionError"),
+    ("def f(:\n    return 1\n", "syntax error: SyntaxError"),
+    ("def f():\n  return 1\n   return 2\n", "syntax error: IndentationError"),
+    ("def g():\n    return 1\n", "runtime error: RuntimeError: candidate raised NameError: the code defines no "
+                                 "function named 'f'"),
+    ("import time\ntime.sleep(30)\n", "timeout: after"),
+    ("x = bytearray(4 << 30)\n", "runtime error: MemoryError"),
+])
+def test_failure_reasons_start_with_their_kind(code, head):
+    from rlvr.rewards.monitors import reason_bucket
+    from rlvr.verifiers.code.verifiers import FAILURE_KINDS
+
+    v = get_verifier("code_humaneval", timeout=2, memory_mb=256)(code, TRIVIAL_REF)
+    assert not v.correct and v.reason.startswith(head), v.reason
+    kind = v.reason.split(":", 1)[0]
+    assert kind in FAILURE_KINDS and reason_bucket(v.reason) == kind.replace(" ", "_")
+
+
+def test_sandbox_limits_are_verifier_options():
+    v = get_verifier("code_humaneval", timeout=3, max_output_kb=4)("import sys\nsys.stdout.write('x' * 10000)\n"
+                                                                   + SOLUTION, TRIVIAL_REF)
+    assert not v.correct and v.reason.startswith("output limit"), v.reason
+    assert get_verifier("code_humaneval", timeout=3, max_output_kb=64)("print('x' * 10000)\n" + SOLUTION,
+                                                                       TRIVIAL_REF).correct

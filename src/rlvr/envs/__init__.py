@@ -2,14 +2,15 @@
 
 Importing this package registers the built-in environments in :data:`ENVIRONMENTS`:
 ``single_turn`` (a task plus ``reward.verifier``, the default), ``tools`` (calculator /
-sandboxed Python tool use) and ``retry`` ("try again" feedback).  Procedural tasks
+sandboxed Python tool use), ``retry`` ("try again" feedback) and ``code_feedback`` (a failing function
+is answered with the failing test or error).  Procedural tasks
 (reasoning-gym datasets) are tasks (``task.name=reasoning_gym``) scored by their own
 verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
 """
 
 from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment, multi_turn,
                             EnvTraits, environment_traits)
-from rlvr.envs import retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402 (register)
+from rlvr.envs import code_feedback as _code, retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402,E501 (register)
 from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 

@@ -89,14 +89,17 @@ class Environment:
 
     Class attributes an environment may set: ``limits`` (a :class:`Limits`),
     ``stop`` (extra stop strings that end an assistant turn early, e.g. the end tag
-    of a tool call) and ``single_turn`` (True when every episode ends at its first
+    of a tool call), ``single_turn`` (True when every episode ends at its first
     step; the runner then takes the plain sampling path, bit for bit the same as a
-    task plus a verifier).
+    task plus a verifier) and ``step_workers`` (above 1: the steps of one turn's
+    episodes may run on that many threads, for environments whose work happens in
+    child processes, such as code checks; ``step`` must then be thread-safe).
     """
 
     limits: Limits = Limits()
     stop: tuple[str, ...] = ()
     single_turn: bool = False
+    step_workers: int = 1
 
     def reset(self, problem: Problem) -> EpisodeState:
         """The first messages of an episode on ``problem`` (default: the problem's own chat)."""

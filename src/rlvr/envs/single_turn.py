@@ -23,8 +23,9 @@ class SingleTurnEnvironment(Environment):
 
     single_turn = True
 
-    def __init__(self, verifier):
+    def __init__(self, verifier, workers: int = 1):
         self.verifier = verifier
+        self.step_workers = workers
 
     def reset(self, problem: Problem) -> EpisodeState:
         return EpisodeState(problem, problem.to_messages())
@@ -34,6 +35,18 @@ class SingleTurnEnvironment(Environment):
         return Reply(done=True, reward=float(verdict.score), verdict=verdict)
 
 
-@ENVIRONMENTS.register("single_turn", doc="one completion scored by reward.verifier (the task as it is: the default)")
-def single_turn(verifier, tokenizer) -> Environment:
-    return SingleTurnEnvironment(verifier)
+def _check(params: dict, **_) -> None:
+    if params.get("workers", 1) < 0:
+        raise ValueError("workers must be >= 0")
+
+
+@ENVIRONMENTS.register("single_turn", check=_check,
+                       doc="one completion scored by reward.verifier (the task as it is: the default); params "
+                           "workers (parallel checks, for code verifiers)")
+def single_turn(verifier, tokenizer, *, workers: int = 1) -> Environment:
+    """``workers``: checks of one step run on this many threads (0: one per CPU core); worth it for verifiers
+    whose checks run in child processes (the code verifiers), pointless for in-process ones."""
+    import os
+
+    _check({"workers": workers})
+    return SingleTurnEnvironment(verifier, workers=workers or os.cpu_count() or 1)

@@ -24,7 +24,10 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     up to ``keep_samples`` example completions.  With a multi-turn ``env``
     (:mod:`rlvr.envs`) whole episodes are run and scored by the environment; the
     result adds ``episodes``: tool-call rate, turns, and accuracy at each attempt
-    with its interval (:func:`episode_summary`).
+    with its interval (:func:`episode_summary`).  ``reasons`` is the share of the
+    samples' verdicts per reason bucket (:func:`~rlvr.rewards.monitors.reason_bucket`:
+    ``passed``, ``wrong_answer``, ``syntax_error``... for code).  A single-turn ``env``
+    whose ``step_workers`` is above 1 has its checks run on that many threads.
     """
     if not problems:
         raise ValueError("evaluate_accuracy needs at least one problem")
@@ -36,11 +39,25 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
         groups = run_episodes(engine, env, list(problems), params)
     else:
         groups = engine.generate(problems, params)
+    pairs = [(s, prob) for prob, group in zip(problems, groups) for s in group]
+    if multi:
+        verdicts = [s.verdict for s, _ in pairs]
+    else:
+        workers = min(int(getattr(env, "step_workers", 1) or 1) if env is not None else 1, max(1, len(pairs)))
+        check = lambda sp: safe_verify(verifier, sp[0].text, sp[1].answer)  # noqa: E731
+        if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers) as pool:
+                verdicts = list(pool.map(check, pairs))
+        else:
+            verdicts = [check(sp) for sp in pairs]
+    by_sample = iter(verdicts)
     per_problem, examples, lengths = [], [], []
     for prob, group in zip(problems, groups):
         scores = []
         for s in group:
-            v = s.verdict if multi else safe_verify(verifier, s.text, prob.answer)
+            v = next(by_sample)
             scores.append(1.0 if v.correct else 0.0)
             lengths.append(s.num_tokens)
             if len(examples) < keep_samples:
@@ -55,10 +72,19 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
                    "method": "bootstrap over problems"}
     summary.update({"samples_per_problem": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
                     "mean_completion_tokens": float(np.mean(lengths)), "per_problem": per_problem,
-                    "examples": examples})
+                    "examples": examples, "reasons": _reason_shares(verdicts)})
     if multi:
         summary["episodes"] = episode_summary([s for g in groups for s in g], max_turns=env.limits.max_turns)
     return summary
+
+
+def _reason_shares(verdicts: Sequence[Verdict]) -> dict[str, float]:
+    from collections import Counter
+
+    from rlvr.rewards.monitors import reason_bucket
+
+    counts = Counter(reason_bucket(v.reason) for v in verdicts)
+    return {k: c / len(verdicts) for k, c in counts.most_common()} if verdicts else {}
 
 
 def episode_summary(samples: Sequence, max_turns: int = 0) -> dict:

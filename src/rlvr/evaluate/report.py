@@ -34,6 +34,7 @@ BREAKDOWN_FIELDS = ("level", "subject")
 """Metadata fields broken down when present (MATH-500 carries both)."""
 
 _COLORS = {"pass@k": "#1f77b4", "maj@k": "#d62728", "avg@k": "#2ca02c"}
+_MAX_FAILURE_ROWS = 500
 
 
 # --------------------------------------------------------------------------- results
@@ -75,9 +76,16 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
     its bootstrap interval) and ``n`` (number of problems) as in earlier
     ``rlvr eval`` output; ``metrics`` (see :func:`~rlvr.evaluate.metrics.compute_metrics`);
     ``breakdown`` (``level`` / ``subject`` when present); ``tokens``;
-    ``per_problem`` (id, accuracy, num_correct, maj@n, metadata level/subject);
+    ``per_problem`` (id, accuracy, num_correct, maj@n, metadata level/subject, and for
+    problems with a wrong sample ``failures``: wrong samples per reason bucket, and
+    ``first_failure``: the first wrong sample's reason); ``failure_reasons`` (wrong samples
+    per reason bucket over the whole set: ``wrong_answer``, ``syntax_error``... for code);
     ``examples``.
     """
+    from collections import Counter
+
+    from rlvr.rewards.monitors import reason_bucket
+
     correct = np.asarray(scored.correct, dtype=bool)
     P, n = correct.shape
     m = compute_metrics(correct, scored.extracted, ks=ks, num_subsets=num_subsets, n_resamples=n_resamples,
@@ -95,12 +103,19 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
     labels, ok = vote_labels(scored.extracted, correct)
     maj_n = maj_at_k(labels, ok, [n])[:, 0]
     per_problem = []
+    all_failures: Counter = Counter()
     for i in range(P):
         row = {"id": scored.ids[i], "accuracy": float(correct[i].mean()), "num_correct": int(correct[i].sum()),
                "n": int(n), "maj": float(maj_n[i])}
         for field in BREAKDOWN_FIELDS:
             if scored.metadata[i].get(field) is not None:
                 row[field] = scored.metadata[i][field]
+        wrong = [r for r, c in zip(scored.reasons[i], correct[i]) if not c]
+        if wrong:
+            fails = Counter(reason_bucket(r) for r in wrong)
+            all_failures.update(fails)
+            row["failures"] = dict(fails.most_common())
+            row["first_failure"] = str(wrong[0])[:300]
         per_problem.append(row)
     avg_n = m["avg@k"][str(m["ks"][-1])]
     out = {
@@ -115,6 +130,7 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
                    "truncated_fraction": float(np.asarray(scored.truncated, dtype=bool).mean()),
                    "no_answer_fraction": float(no_answer.mean())},
         "per_problem": per_problem,
+        "failure_reasons": dict(all_failures.most_common()),
         "examples": _examples(records, scored, examples),
     }
     if extra:
@@ -276,6 +292,20 @@ def render_html(results: dict[str, Any], images: dict[str, Path]) -> str:
                          f"<tr><td class='l'>{e(g)}</td><td>{r['num_problems']}</td>{_cell(r['avg@k'][str(n)])}"
                          f"{_cell(r['pass@k'][str(n)])}{_cell(r['maj@k'][str(n)])}</tr>" for g, r in groups.items())
                      + "</table></div>")
+    fails = results.get("failure_reasons") or {}
+    if fails:
+        total = sum(fails.values())
+        parts.append("<h2>Failures</h2><table><tr><th class='l'>reason</th><th>wrong samples</th><th>share</th></tr>"
+                     + "".join(f"<tr><td class='l'>{e(str(k))}</td><td>{c}</td><td>{_pct(c / total)}</td></tr>"
+                               for k, c in fails.items()) + "</table>")
+        rows = [r for r in results.get("per_problem", []) if r.get("failures")][:_MAX_FAILURE_ROWS]
+        parts.append("<details><summary>Per-problem failures (" + str(len(rows)) + " problems with a wrong sample"
+                     + ")</summary><table><tr><th class='l'>problem</th><th>accuracy</th><th class='l'>wrong samples "
+                     "by reason</th><th class='l'>first failure</th></tr>" + "".join(
+                         f"<tr><td class='l'><code>{e(str(r['id']))}</code></td><td>{_pct(r['accuracy'])}</td>"
+                         f"<td class='l'>{e(', '.join(f'{k} {c}' for k, c in r['failures'].items()))}</td>"
+                         f"<td class='l'>{e(r.get('first_failure', ''))}</td></tr>" for r in rows)
+                     + "</table></details>")
     if results.get("examples"):
         parts.append("<h2>Example completions</h2>")
         for ex in results["examples"]:

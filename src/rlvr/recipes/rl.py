@@ -620,6 +620,8 @@ class RLRecipe:
         if ro.guidance_metrics:  # guidance/*: and the accuracy of the trained samples, guided ones included
             row.update(ro.guidance_metrics, **{"guidance/accuracy_with_guidance": sum(v.correct for v in ro.verdicts)
                                        / len(ro.verdicts)})
+        if row.get("step_time"):  # the share of the step spent verifying (code checks run in child processes)
+            row["verify_share"] = row.get("verify_time", 0.0) / row["step_time"]
         if "ttrl/label_accuracy" in row:
             row["reward/pseudo_label_accuracy"] = row["ttrl/label_accuracy"]
         if scored.seq_kl is not None:

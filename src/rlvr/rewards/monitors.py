@@ -8,7 +8,11 @@ A policy that hacks its reward leaves traces before anyone reads its samples:
   (symbolic)`` growing from 5% to 80% when the answers became expressions, or
   ``judge: yes`` when a judge is being gamed);
 * **restatement**: answers that repeat the question's operation (``\\boxed{237 * 82}``
-  for "What is 237 * 82?") instead of evaluating it.
+  for "What is 237 * 82?") instead of evaluating it;
+* **hard-coded examples** (code): programs that carry both the input and the output of one
+  of the prompt's visible ``f(x) == y`` examples, the table a policy writes when it
+  memorises the examples instead of solving the problem (hidden tests make it earn
+  nothing; the signature shows the attempt).
 
 :class:`HackMonitor` takes what a training step already has (one verdict reason,
 reward and response length per sample, and optionally the prompts and the
@@ -26,9 +30,11 @@ the progress bar::
 Keys: ``verdict/<reason>`` (share of the step's samples per reason bucket),
 ``hack/top_reason_share``, ``hack/reward_delta`` and ``hack/length_ratio`` (recent
 half of the window against the older half), ``hack/restatement_share`` and
-``hack/restatement_rewarded_share`` (when prompts and answers are given), and the
-flags ``hack/length_collapse``, ``hack/reason_dominance``, ``hack/restatement``
-(0.0 or 1.0) with their count ``hack/flags``.
+``hack/restatement_rewarded_share`` (when prompts and answers are given),
+``hack/hardcoded_share`` and ``hack/hardcoded_rewarded_share`` (when the prompts show
+``f(x) == y`` examples), and the flags ``hack/length_collapse``,
+``hack/reason_dominance``, ``hack/restatement``, ``hack/hardcoded`` (0.0 or 1.0) with
+their count ``hack/flags``.
 
 This module sits in a low layer: it imports only the standard library.
 """
@@ -40,7 +46,7 @@ import re
 from collections import Counter, deque
 from typing import Any, Sequence
 
-__all__ = ["HackMonitor", "reason_bucket", "restates_prompt"]
+__all__ = ["HackMonitor", "reason_bucket", "restates_prompt", "hardcodes_examples"]
 
 _PAREN_RE = re.compile(r"\(([^()]*)\)")
 _NON_KEY_RE = re.compile(r"[^a-z0-9]+")
@@ -83,6 +89,26 @@ def restates_prompt(prompt: str, answer: str | None) -> bool:
     return bool(_expressions(prompt) & _expressions(answer))
 
 
+_EXAMPLE_RE = re.compile(r"^\s*[A-Za-z_]\w*\((.+)\)\s*==\s*(.+?)\s*$", re.M)
+
+
+def _distinctive(literal: str) -> bool:
+    """A literal unlikely to appear in a program by chance: not a short bare number."""
+    text = literal.strip()
+    return len(text) >= 4 or (len(text) >= 2 and not text.lstrip("-").isdigit())
+
+
+def hardcodes_examples(prompt: str, answer: str | None) -> bool:
+    """True when ``answer`` (a program) holds both the input and the output literal of one of the
+    ``f(x) == y`` example lines of ``prompt`` (inputs that are short bare numbers are too common to count)."""
+    if not answer or not prompt:
+        return False
+    for args, out in _EXAMPLE_RE.findall(prompt):
+        if _distinctive(args) and args in answer and out.strip() in answer:
+            return True
+    return False
+
+
 def _mean(xs: Sequence[float]) -> float:
     vals = [float(x) for x in xs if x is not None and math.isfinite(float(x))]
     return sum(vals) / len(vals) if vals else 0.0
@@ -102,13 +128,15 @@ class HackMonitor:
         expected: reason buckets whose growth is the point of training (never flagged).
         restatement: ``hack/restatement`` fires when at least this share of rewarded
             samples restate their prompt.
+        hardcoded: ``hack/hardcoded`` fires when at least this share of the samples hard-code
+            a visible example (rewarded or not: on a task with hidden tests it earns nothing).
         max_reasons: distinct ``verdict/`` keys reported per step (the rest are ``verdict/other``).
     """
 
     def __init__(self, window: int = 20, min_steps: int = 6, reward_rise: float = 0.1, length_drop: float = 0.6,
                  dominance: float = 0.6, dominance_rise: float = 0.3,
                  expected: Sequence[str] = ("match", "match_identical", "match_numeric", "passed", "judge_yes"),
-                 restatement: float = 0.2, max_reasons: int = 12) -> None:
+                 restatement: float = 0.2, hardcoded: float = 0.2, max_reasons: int = 12) -> None:
         if window < 2 or min_steps < 2:
             raise ValueError("window and min_steps must be >= 2")
         self.window, self.min_steps = int(window), int(min_steps)
@@ -116,6 +144,7 @@ class HackMonitor:
         self.dominance, self.dominance_rise = float(dominance), float(dominance_rise)
         self.expected = tuple(expected)
         self.restatement, self.max_reasons = float(restatement), int(max_reasons)
+        self.hardcoded = float(hardcoded)
         self.history: deque[dict[str, Any]] = deque(maxlen=self.window)
         self.last: dict[str, float] = {}
         self.steps = 0
@@ -139,7 +168,7 @@ class HackMonitor:
         top_key, top_count = (buckets.most_common(1)[0] if buckets else ("none", 0))
         out["hack/top_reason_share"] = top_count / n if n else 0.0
 
-        restated = rewarded_restated = None
+        restated = rewarded_restated = hardcoded = None
         if prompts is not None and answers is not None and n:
             if len(prompts) != n or len(answers) != n:
                 raise ValueError("prompts and answers must have one entry per sample")
@@ -149,6 +178,12 @@ class HackMonitor:
             rewarded_restated = sum(won) / len(won) if won else 0.0
             out["hack/restatement_share"] = restated
             out["hack/restatement_rewarded_share"] = rewarded_restated
+            if any(_EXAMPLE_RE.search(p or "") for p in prompts):  # a task with visible f(x) == y examples
+                coded = [hardcodes_examples(p, a) for p, a in zip(prompts, answers)]
+                won_coded = [c for c, r in zip(coded, rewards) if r is not None and float(r) > 0]
+                hardcoded = sum(coded) / n
+                out["hack/hardcoded_share"] = hardcoded
+                out["hack/hardcoded_rewarded_share"] = sum(won_coded) / len(won_coded) if won_coded else 0.0
 
         self.history.append({"reward": _mean(rewards), "length": _mean(lengths), "shares": shares})
         self.steps += 1
@@ -172,7 +207,10 @@ class HackMonitor:
         out["hack/reason_dominance"] = dominance
         restate_flag = 1.0 if rewarded_restated is not None and rewarded_restated >= self.restatement else 0.0
         out["hack/restatement"] = restate_flag
-        out["hack/flags"] = collapse + dominance + restate_flag
+        hardcoded_flag = 1.0 if hardcoded is not None and hardcoded >= self.hardcoded else 0.0
+        if hardcoded is not None:
+            out["hack/hardcoded"] = hardcoded_flag
+        out["hack/flags"] = collapse + dominance + restate_flag + hardcoded_flag
         self._top = (top_key, out["hack/top_reason_share"])
         self.last = out
         return out
@@ -185,7 +223,8 @@ class HackMonitor:
         text = f"{key[:18]} {share:.0%}"
         flags = [name for name, metric in (("LEN-COLLAPSE", "hack/length_collapse"),
                                            ("REASON-DOMINANCE", "hack/reason_dominance"),
-                                           ("RESTATES-PROMPT", "hack/restatement")) if self.last.get(metric)]
+                                           ("RESTATES-PROMPT", "hack/restatement"),
+                                           ("HARDCODES-EXAMPLES", "hack/hardcoded")) if self.last.get(metric)]
         return text + (" !" + ",".join(flags) if flags else "")
 
     # ------------------------------------------------------------------ resume

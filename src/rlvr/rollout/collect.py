@@ -63,7 +63,7 @@ class Collected:
     generated: int
     """Completions generated (more than ``samples`` with dynamic sampling or hints)."""
     generation_seconds: float = 0.0
-    """Time spent generating (the rest of the call verified and rewarded)."""
+    """Time spent generating; the environment's steps (verification, tool calls) are left out."""
     source_metrics: dict[str, float] = field(default_factory=dict)
     """A ``collect`` reward source's diagnostics, averaged over the chosen groups (e.g. ``ttrl/label_accuracy``)."""
     keep: torch.Tensor | None = None
@@ -132,10 +132,11 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         buf.start_round()
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
-        groups = run_episodes(engine, env, problems, params)
+        steps: dict[str, float] = {}
+        groups = run_episodes(engine, env, problems, params, timing=steps)
         if settings.guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples is generation)
             groups = guide_groups(engine, env, problems, groups, params, settings.guidance, gstats)
-        t_gen += time.perf_counter() - t0
+        t_gen += time.perf_counter() - t0 - steps.get("env_s", 0.0)  # the environment's steps are verification
         for gi, (problem, group) in enumerate(zip(problems, groups)):
             scores = pipeline.score_group(problem, group, noise=noise, key=(settings.seed, step, buf.rounds, gi),
                                           answer_key=answer_key,

@@ -22,13 +22,20 @@ reward 0 and the error as the verdict's reason (a failed ``reset`` samples its f
 turn from the problem's own prompt and is never stepped); one warning per call counts
 them and shows the first.  An environment that returns the wrong type is a
 programming error: :class:`~rlvr.types.ComponentError` at its first call.
+
+An environment whose ``step_workers`` is above 1 has one turn's steps run on that many
+threads (code checks: each is a sandboxed child process, so threads run them in
+parallel); the replies (and errors) are then applied in episode order, as in the
+sequential case.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Real
 
@@ -133,15 +140,34 @@ def _warn_errors(env: Environment, errors: list, episodes: list[list[Episode]]) 
                                                                             sorted(by.items())), pid, reason)
 
 
+def _step_all(env: Environment, eps: list["Episode"], texts: dict[int, str], errors: list) -> list[Reply]:
+    """``safe_step`` of every open episode, on ``env.step_workers`` threads when that is above 1 (each step's
+    errors are added to ``errors`` in episode order, as in the sequential case)."""
+    workers = min(int(getattr(env, "step_workers", 1) or 1), len(eps))
+    if workers <= 1:
+        return [safe_step(env, ep.state, texts[id(ep)], errors) for ep in eps]
+
+    def one(ep: "Episode") -> tuple[Reply, list]:
+        own: list = []
+        return safe_step(env, ep.state, texts[id(ep)], own), own
+
+    with ThreadPoolExecutor(workers) as pool:
+        done = list(pool.map(one, eps))
+    for _, own in done:
+        errors.extend(own)
+    return [reply for reply, _ in done]
+
+
 def run_episodes(engine, env: Environment, problems: list[Problem], params: SamplingParams,
-                 tokenizer=None) -> list[list[Sample]]:
+                 tokenizer=None, timing: dict[str, float] | None = None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
     Each sample's ``reward`` is the environment's return and its ``verdict`` the final
     :class:`Verdict`; its ``info`` holds ``turns``, ``turn_ends``, ``turn_rewards``,
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
-    the environment's turns.
+    the environment's turns.  ``timing``, if given, gets the wall seconds spent in the
+    environment's steps added to ``timing["env_s"]`` (verification, tool calls).
     """
     tokenizer = tokenizer or getattr(engine, "tokenizer", None)  # only multi-turn episodes render turns
     eos_ids = set(getattr(engine, "eos_ids", None) or ({tokenizer.eos_token_id} if tokenizer is not None else ()))
@@ -172,7 +198,11 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     open_eps = [ep for row in episodes for ep in row if ep.verdict is None]
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
-        cont = _step(env, open_eps, last_texts, tokenizer, eos_ids, budget, errors)
+        t0 = time.perf_counter()
+        replies = _step_all(env, open_eps, last_texts, errors)
+        if timing is not None:
+            timing["env_s"] = timing.get("env_s", 0.0) + time.perf_counter() - t0
+        cont = _advance(env, open_eps, replies, tokenizer, eos_ids, budget, errors)
         if not cont:
             break
         # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
@@ -199,14 +229,13 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     return [[ep.sample for ep in row] for row in episodes]
 
 
-def _step(env: Environment, open_eps: list[Episode], last_texts: dict[int, str], tokenizer, eos_ids: set,
-          budget: int, errors: list) -> list[Episode]:
-    """One environment step of every open episode on its last turn's text; returns the episodes that continue
-    (their observation appended), having finished the others (done, or a turn / token limit reached)."""
+def _advance(env: Environment, open_eps: list[Episode], replies: list[Reply], tokenizer, eos_ids: set,
+             budget: int, errors: list) -> list[Episode]:
+    """Every open episode after its environment step's ``reply``; returns the episodes that continue (their
+    observation appended), having finished the others (done, or a turn / token limit reached)."""
     limits = env.limits
     cont: list[Episode] = []
-    for ep in open_eps:
-        reply = safe_step(env, ep.state, last_texts[id(ep)], errors)
+    for ep, reply in zip(open_eps, replies):
         ep.state.turn += 1
         _account(ep, reply)
         if reply.done:

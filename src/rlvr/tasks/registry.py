@@ -27,6 +27,8 @@ from pydantic import Field, NonNegativeInt
 from rlvr.registry import Registry
 from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split, check_template
 from rlvr.tasks.benchmarks import load_benchmark, load_gsm8k
+from rlvr.tasks.code_functions import CodeFunctionsParams, check_params as _check_code_functions, \
+    code_function_problems
 from rlvr.tasks.jsonl import load_jsonl_problems
 from rlvr.tasks.settings import TaskConfig
 from rlvr.types import Problem
@@ -89,7 +91,7 @@ def _benchmark_task(name: str) -> Callable[..., Split]:
     return task
 
 
-for _name in ("math500", "aime24", "amc23"):
+for _name in ("math500", "aime24", "amc23", "humaneval"):
     TASKS.add(_name, _benchmark_task(_name), doc=f"{_name}: an evaluation set; held-out = a seeded subset")
 
 
@@ -103,6 +105,14 @@ def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_fie
     problems = load_jsonl_problems(os.fspath(path), prompt_field=prompt_field, answer_field=answer_field,
                                    image_field=image_field, bad_images=bad_images)
     return held_out_split(problems, num_heldout, seed)
+
+
+@TASKS.register("code_functions", params=CodeFunctionsParams, check=_check_code_functions,
+                doc="generated function-writing problems (chains of int/str/list primitives) with hidden unit "
+                    "tests; score with reward.verifier=code_humaneval; task.params num_train, steps, max_len, "
+                    "max_int, num_examples, num_tests")
+def code_functions_task(**options: Any) -> Split:
+    return code_function_problems(**options)
 
 
 SHARED_OPTIONS = ("path", "num_heldout", "seed")

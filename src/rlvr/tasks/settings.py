@@ -13,7 +13,8 @@ __all__ = ["TaskConfig", "CurriculumConfig", "task_at_level"]
 
 class TaskConfig(ConfigModel):
     name: str = option("arithmetic", "which registered task supplies training and held-out problems "
-                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl)")
+                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl, "
+                                     "code_functions, ...)")
     params: dict[str, Any] = option(None, "the task's own options, validated against its registry entry, e.g. "
                                           "{num_train: 2000, max_value: 50, operators: [+, -]} for arithmetic, "
                                           "{prompt_field: question, answer_field: answer} for jsonl",

@@ -7,15 +7,20 @@ worker keeps its own killable sandbox for slow symbolic checks, so the
 per-check ``timeout`` of the ``math`` verifier holds in every process.  Every
 call goes through :func:`~rlvr.verifiers.base.safe_verify`: one bad pair gives
 a False verdict, never an exception.
+
+Verifiers registered with the ``subprocess`` tag (the code verifiers: each check
+runs in a sandboxed child process) are mapped over a thread pool instead: the work
+happens in the children, so threads run checks in parallel without starting and
+importing worker processes.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
 from rlvr.types import Verdict
-from rlvr.verifiers.base import get_verifier, safe_verify
+from rlvr.verifiers.base import VERIFIERS, get_verifier, safe_verify
 
 __all__ = ["verify_batch", "iter_verify"]
 
@@ -59,6 +64,11 @@ def iter_verify(verifier: str, completions: Sequence[Any], references: Sequence[
         for completion, reference in pairs:
             yield safe_verify(fn, completion, reference)
         return
+    if "subprocess" in VERIFIERS.entry(verifier).tags:
+        fn = get_verifier(verifier, **opts)
+        with ThreadPoolExecutor(max_workers=workers) as threads:
+            yield from threads.map(lambda pair: safe_verify(fn, *pair), pairs)
+        return
     from rlvr.verifiers.math.sandbox import mp_context
 
     chunks = [pairs[i:i + chunksize] for i in range(0, len(pairs), chunksize)]
@@ -76,7 +86,7 @@ def verify_batch(verifier: str, completions: Sequence[Any], references: Sequence
     Args:
         verifier: a registered verifier name (``"math"``, ``"numeric"``...).
         completions, references: equal-length sequences.
-        workers: processes to use; 1 runs in this process.
+        workers: processes to use (threads for ``subprocess``-tagged verifiers); 1 runs in this process.
         timeout: per-check time limit passed to the verifier (None: its default).
         chunksize: pairs sent to a worker at a time.
     """

@@ -4,11 +4,13 @@ The parent (:mod:`rlvr.verifiers.code.sandbox`) starts a fresh interpreter on th
 file in a new session with an empty environment.  Before any user code runs it:
 
 1. reads the program from the work directory;
-2. ``namespace`` mode (root): enters new network and mount namespaces, makes all
-   mounts private, covers the world-writable directories (/tmp, /var/tmp,
+2. ``namespace`` mode (root): enters new network, mount and PID namespaces, makes
+   all mounts private, covers the world-writable directories (/tmp, /var/tmp,
    /dev/shm, /run/lock) with small private tmpfs mounts and mounts a size-capped
-   tmpfs on the work directory; ``userns`` mode (non-root): enters a new user +
-   network namespace;
+   tmpfs on the work directory; then forks the PID namespace's init (see
+   :func:`_split_into_pid_namespace`), which mounts a /proc of the new namespace and
+   forks the process that runs the program; ``userns`` mode (non-root): enters a
+   new user + network namespace;
 3. changes into the work directory, drops to the sandbox uid/gid with no
    supplementary groups (root only) and sets ``no_new_privs``;
 4. sets hard resource limits (address space, CPU seconds, file size, open files,
@@ -20,19 +22,30 @@ file in a new session with an empty environment.  Before any user code runs it:
 Any failure in steps 1-5 exits with status 97 and a line on stderr starting with
 ``rlvr-sandbox: setup failed``, so the parent never runs user code with less
 isolation than it asked for.
+
+Process containment in ``namespace`` mode is the kernel's: every process the
+program starts (forked children, ``setsid`` daemons, a fork bomb's copies) lives in
+the run's PID namespace, whose init exits as soon as the program's process does;
+the kernel then kills and reaps everything left in the namespace before the init's
+own exit completes, and the bootstrap (the process the parent started) exits only
+after it has reaped the init.  So when the parent has reaped the process it
+started, nothing of the run is alive, without looking for leftovers.
 """
 
 import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 
 SETUP_FAILED = 97
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
@@ -56,7 +69,7 @@ def _mount(libc, source, target, fstype, flags, data):
 def _enter_namespaces(cfg, libc):
     mode = cfg["mode"]
     if mode == "namespace":
-        _check(libc.unshare(CLONE_NEWNET | CLONE_NEWNS), "unshare(net|mnt)")
+        _check(libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID), "unshare(net|mnt|pid)")
         _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
         for d in MASKED_DIRS:
             if os.path.isdir(d) and not os.path.islink(d):
@@ -67,6 +80,90 @@ def _enter_namespaces(cfg, libc):
                f"size={cfg['tmpfs_mb']}m,mode=0700,uid={cfg['uid']},gid={cfg['gid']}")
     elif mode == "userns":
         _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNET), "unshare(user|net)")
+
+
+def _killer(pid):
+    """A function that SIGKILLs ``pid``: through a pidfd when the kernel has them, so that
+    a late call can never hit another process that reused the number."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        def kill():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return kill
+
+    def kill_fd():
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+    return kill_fd
+
+
+def _split_into_pid_namespace(libc):
+    """Fork the PID namespace's init; return only in the process that will run the program.
+
+    Three processes, all still root here:
+
+    * this one (in the parent's PID namespace; the process the parent started) waits
+      for the init; on SIGTERM (the parent's "stop now") it SIGKILLs the init.  It then
+      exits the way the program's process did (the same exit status, or the same
+      signal), or with the init's own status when the init failed before the program
+      ran;
+    * the init (PID 1 of the new namespace, root, with SIGKILL as its parent-death
+      signal) mounts a /proc of the new namespace, forks the program's process and
+      reaps children until that one ends; it then reports its wait status on a pipe
+      and exits, and the kernel kills and reaps every process left in the namespace;
+    * the program's process (PID 2) returns from this function and carries on with
+      the setup (privilege drop, limits) and the program.
+
+    The program runs as another uid, so it can signal neither the init nor this process.
+    """
+    status_r, status_w = os.pipe()
+    kill_init = [None]
+
+    def stop(signum, frame):
+        if kill_init[0] is not None:
+            kill_init[0]()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # until kill_init is set
+    pid = os.fork()
+    if pid:
+        os.close(status_w)
+        kill_init[0] = _killer(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        _, own = os.waitpid(pid, 0)
+        kill_init[0] = None
+        reported = os.read(status_r, 64)
+        status = int(reported) if reported else own
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig != signal.SIGKILL:
+                signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    os.close(status_r)
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(pdeathsig)")
+    _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    program = os.fork()
+    if program == 0:
+        os.close(status_w)
+        return
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if pid == program:
+            os.write(status_w, str(status).encode())
+            os._exit(0)
 
 
 def _drop_privileges(cfg, libc):
@@ -168,6 +265,8 @@ def main():
             source = f.read()
         libc = _libc()
         _enter_namespaces(cfg, libc)
+        if cfg["mode"] == "namespace":
+            _split_into_pid_namespace(libc)
         os.chdir(cfg["workdir"])
         _drop_privileges(cfg, libc)
         _set_limits(cfg)
@@ -276,6 +375,8 @@ def _serve_candidate(cfg, source, rfd, wfd):
             os._exit(0)
         req = json.loads(line)
         try:
+            if entry not in namespace:
+                raise NameError(f"the code defines no function named {entry!r}")
             fn = namespace[entry]
             value = fn(*_dec(req["args"]), **{k: _dec(v) for k, v in req["kwargs"].items()})
             reply = {"ok": _enc(value)}

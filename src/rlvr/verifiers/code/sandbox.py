@@ -16,9 +16,14 @@ default here):
     directories (/tmp, /var/tmp, /dev/shm, /run/lock) are covered by small
     private tmpfs mounts and the work directory is a size-capped tmpfs, so every
     write it can make vanishes with it;
-  * processes: ``RLIMIT_NPROC`` counts the run's unique uid, so a fork bomb hits
-    the cap; after the run every process left with that uid is killed (an
-    escaped daemon too); the unique uid also means it can signal nothing else;
+  * processes: the program runs in a new PID namespace (with its own /proc, so it
+    sees only its own processes); ``RLIMIT_NPROC`` counts the run's unique uid, so
+    a fork bomb hits the cap; when the program's process ends (or the run is
+    stopped) the namespace's init exits and the kernel kills and reaps every
+    process left in it (an escaped ``setsid`` daemon too) before the process this
+    module started can exit, so reaping that one process is the proof that nothing
+    of the run survives (no scan of /proc, no waiting for leftovers); the unique uid
+    also means it can signal nothing else;
   * the parent's environment: the child gets an empty environment and cannot read
     ``/proc/<parent>/environ`` (a different uid).
 ``userns`` (non-root, unprivileged user namespaces allowed): no network via a new
@@ -220,7 +225,10 @@ def _pids_of_uid(uid: int) -> list[int]:
 
 
 def _reap_uid(uid: int, deadline: float = 5.0) -> None:
-    """SIGKILL every process owned by ``uid`` until none is left (or ``deadline`` s pass)."""
+    """SIGKILL every process owned by ``uid`` until none is left (or ``deadline`` s pass).
+
+    Only a fallback, for a ``namespace`` run whose bootstrap did not exit after being
+    told to stop (it normally reaps the whole PID namespace itself)."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         pids = _pids_of_uid(uid)
@@ -254,6 +262,37 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def _stop(proc: subprocess.Popen, mode: str) -> None:
+    """End the run now.  ``namespace``: ask the bootstrap (SIGTERM; the program cannot
+    signal it) to kill its PID namespace's init, which takes every process of the run
+    with it, and let the bootstrap reap the init before it exits; other modes: SIGKILL
+    the process group."""
+    if mode != "namespace":
+        _killpg(proc.pid)
+    elif proc.poll() is None:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except OSError:
+            pass
+
+
+def _finish(proc: subprocess.Popen, mode: str, uid: int) -> None:
+    """Make sure nothing of the run is alive, then reap the process we started."""
+    _stop(proc, mode)
+    try:
+        proc.wait(timeout=5)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    _killpg(proc.pid)  # a bootstrap that did not stop: kill it; its init dies with it (parent-death signal)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    if mode == "namespace":
+        _reap_uid(uid)
 
 
 def _nproc_limit(limits: SandboxLimits, mode: str, uid: int) -> int | None:
@@ -294,13 +333,7 @@ def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: 
         try:
             return _collect(proc, stdin, limits, start, mode)
         finally:
-            _killpg(proc.pid)
-            if slot is not None:
-                _reap_uid(uid)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            _finish(proc, mode, uid)
     finally:
         if slot is not None:
             _release_slot(slot)
@@ -328,7 +361,8 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
-                _killpg(proc.pid)  # the main process is done: stragglers only hold the pipes
+                if mode != "namespace":  # (in a PID namespace nothing outlives the bootstrap)
+                    _killpg(proc.pid)  # the main process is done: stragglers only hold the pipes
             if exited_at is not None and now - exited_at > 0.5:
                 break
             for key, _ in sel.select(timeout=min(0.1, deadline - now)):
@@ -354,13 +388,16 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
     finally:
         sel.close()
     if status:
-        _killpg(proc.pid)
+        _stop(proc, mode)
     try:
         rc = proc.wait(timeout=max(0.1, deadline - time.monotonic()) if not status else 5)
     except subprocess.TimeoutExpired:
-        _killpg(proc.pid)
-        status = "timeout"
-        rc = proc.wait(timeout=5)
+        _stop(proc, mode)
+        status = status or "timeout"
+        try:
+            rc = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
     out = bufs[proc.stdout.fileno()].decode("utf-8", "replace")
     err = bufs[proc.stderr.fileno()].decode("utf-8", "replace")
     for p in (proc.stdout, proc.stderr):

@@ -20,6 +20,14 @@ The code is the last ```python fenced block of the completion, or the whole
 completion when it has none (:func:`~rlvr.verifiers.code.extract.extract_code`).
 Every failure, including bad input, is a 0.0 verdict with a reason; the verifiers
 never raise.
+
+A failed run's reason starts with its kind (:data:`FAILURE_KINDS`), then a colon and
+the detail (the last line of the error): ``wrong answer: AssertionError: ...``,
+``runtime error: ZeroDivisionError: division by zero``, ``syntax error: SyntaxError:
+invalid syntax``, ``timeout: after 5.0 s`` ...  The reason's head is what the
+verdict histograms and the reward-hack monitors bucket on
+(:func:`rlvr.rewards.monitors.reason_bucket`), so a step's share of each failure kind
+is its ``verdict/<kind>`` metric.
 """
 
 from __future__ import annotations
@@ -33,14 +41,30 @@ from rlvr.verifiers.base import Verifier, register_verifier
 from rlvr.verifiers.code.extract import extract_code
 from rlvr.verifiers.code.sandbox import SandboxLimits, SandboxResult, run_many, run_python
 
-__all__ = ["humaneval_verifier", "stdio_verifier", "MAX_CODE_CHARS"]
+__all__ = ["humaneval_verifier", "stdio_verifier", "MAX_CODE_CHARS", "FAILURE_KINDS", "describe_failure"]
 
 MAX_CODE_CHARS = 100_000
 """Longer programs are refused without running."""
 
 
-def _limits(timeout: float, memory_mb: int, **extra: Any) -> SandboxLimits:
-    return SandboxLimits(timeout=timeout, memory_mb=memory_mb, **extra)
+FAILURE_KINDS = ("wrong answer", "runtime error", "syntax error", "timeout", "resource limit", "output limit",
+                 "incomplete", "sandbox error")
+"""Heads of the reasons of a run that failed (besides ``no code found``, ``code too long``, ``bad reference``):
+
+* ``wrong answer``: a test's assertion failed (the candidate returned something else);
+* ``runtime error``: an exception other than a failed assertion (in the candidate's code or call);
+* ``syntax error``: the code does not compile (``SyntaxError``, ``IndentationError``, ``TabError``);
+* ``timeout``: the wall-clock limit; ``resource limit``: killed by a signal (CPU or memory limit);
+* ``output limit``: more output than the cap; ``incomplete``: exited 0 without the harness's confirmation;
+* ``sandbox error``: the sandbox could not start the program (not the candidate's fault).
+"""
+
+_SYNTAX = ("SyntaxError", "IndentationError", "TabError")
+
+
+def _limits(timeout: float, memory_mb: int, max_processes: int = 32, max_output_kb: int = 1024) -> SandboxLimits:
+    return SandboxLimits(timeout=timeout, memory_mb=memory_mb, max_processes=max_processes,
+                         max_output_bytes=max_output_kb * 1024)
 
 
 def _load_reference(reference: Any) -> Any:
@@ -70,28 +94,45 @@ def _last_line(text: str, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def _error_kind(last: str) -> str:
+    """``wrong answer`` for a failed assertion, ``syntax error`` for code that does not compile, else
+    ``runtime error`` (``last``: the error's last line, e.g. ``ZeroDivisionError: division by zero``)."""
+    name = last.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    if name == "AssertionError":
+        return "wrong answer"
+    if name in _SYNTAX:
+        return "syntax error"
+    return "runtime error"
+
+
 def describe_failure(res: SandboxResult) -> str:
-    """A one-line reason for a failed run."""
+    """A one-line reason for a failed run: ``<kind>: <detail>`` (see :data:`FAILURE_KINDS`)."""
     if res.status == "timeout":
-        return f"timeout after {res.elapsed:.1f}s"
+        return f"timeout: after {res.elapsed:.1f} s"
     if res.status == "output_limit":
-        return "output limit exceeded"
+        return "output limit: output limit exceeded"
     if res.status == "killed":
-        return f"killed by signal {-(res.returncode or 0)} (CPU or memory limit)"
+        return f"resource limit: killed by signal {-(res.returncode or 0)} (CPU or memory limit)"
     if res.status == "setup_error":
         return f"sandbox error: {_last_line(res.stderr)}"
-    return f"failed: {_last_line(res.stderr) or f'exit code {res.returncode}'}"
+    last = _last_line(res.stderr)
+    if not last:
+        return f"runtime error: exit code {res.returncode}"
+    return f"{_error_kind(last)}: {last}"
 
 
-@register_verifier("code_humaneval")
-def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024) -> Verifier:
+@register_verifier("code_humaneval", tags={"subprocess"})
+def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024, max_processes: int = 32,
+                       max_output_kb: int = 1024) -> Verifier:
     """Score 1.0 when the completion's code passes the reference's ``check(entry_point)``.
 
     Args:
         timeout: wall seconds for the whole program (CPU limit follows it).
-        memory_mb: address-space limit of the child.
+        memory_mb: address-space limit of each process of the run.
+        max_processes: processes and threads the run may have at once (namespace mode).
+        max_output_kb: stdout + stderr read before the run is stopped.
     """
-    limits = _limits(timeout, memory_mb)
+    limits = _limits(timeout, memory_mb, max_processes, max_output_kb)
 
     def verify(completion: str, reference: str) -> Verdict:
         try:
@@ -112,7 +153,8 @@ def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024) -> Verifier
             if res.ok and f"rlvr-harness: tests passed {nonce}" in res.stdout.splitlines():
                 return Verdict(1.0, code, "passed")
             if res.ok:
-                return Verdict(0.0, code, "failed: the tests did not run to the end (no confirmation from the harness)")
+                return Verdict(0.0, code, "incomplete: the tests did not run to the end (no confirmation from the "
+                                          "harness)")
             return Verdict(0.0, code, describe_failure(res))
         except Exception as e:  # noqa: BLE001 - a reward must never crash training
             return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {str(e)[:200]}")
@@ -127,18 +169,20 @@ def _normalise(out: str) -> list[str]:
     return lines
 
 
-@register_verifier("code_stdio")
+@register_verifier("code_stdio", tags={"subprocess"})
 def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = False,
-                   workers: int | None = None) -> Verifier:
+                   workers: int | None = None, max_processes: int = 32, max_output_kb: int = 1024) -> Verifier:
     """Score the completion's program on ``[{"input", "output"}, ...]`` test cases.
 
     Args:
         timeout: wall seconds per test case.
-        memory_mb: address-space limit of the child.
+        memory_mb: address-space limit of each process of the run.
+        max_processes: processes and threads a run may have at once (namespace mode).
+        max_output_kb: stdout + stderr read before a run is stopped.
         partial: score = fraction of cases passed (default: 1.0 only if all pass).
         workers: cases run in parallel on this many threads (default: CPU count).
     """
-    limits = _limits(timeout, memory_mb)
+    limits = _limits(timeout, memory_mb, max_processes, max_output_kb)
 
     def verify(completion: str, reference: str) -> Verdict:
         try:
@@ -158,9 +202,14 @@ def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = 
                 if res.ok and _normalise(res.stdout) == _normalise(expected):
                     passed += 1
                 elif not first_fail:
-                    first_fail = f"case {i}: " + (describe_failure(res) if not res.ok else "wrong output")
+                    first_fail = describe_failure(res) if not res.ok else "wrong answer: wrong output"
+                    kind, detail = first_fail.split(": ", 1)
+                    first_fail = f"{kind}: case {i}: {detail}"
             score = passed / len(cases) if partial else float(passed == len(cases))
-            reason = f"passed {passed}/{len(cases)}" + (f"; {first_fail}" if first_fail else "")
+            if passed == len(cases):
+                reason = f"passed {passed}/{len(cases)}"
+            else:  # the failure's kind first (what the verdict histograms bucket on)
+                reason = f"{first_fail}; passed {passed}/{len(cases)}"
             return Verdict(score, code, reason)
         except Exception as e:  # noqa: BLE001
             return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {str(e)[:200]}")

@@ -3,12 +3,20 @@
 Three layers, like HF Math-Verify, each a small module:
 
 * :mod:`.extract` finds the answer (last ``\\boxed{}``, "final answer is",
-  ``####``, "the answer is", last number) and rejects hedged or retracted ones;
+  ``####``, "the answer is", last number) after any ``<think>`` block (never in it),
+  judges a self-correction on its final attempt and rejects hedged or retracted
+  answers (the rules are in its docstring);
 * :mod:`.normalize` cleans it (units, ``\\text{}``, degrees, thousands separators,
   repeating decimals, mixed numbers, scientific notation, ``x = 3``...);
 * :mod:`.compare` decides equality: cheap exact rules first, then math-verify /
   latex2sympy2_extended / sympy, run in a killable worker (:mod:`.sandbox`) so
-  that no input can overrun the time limit.
+  that no input can overrun the time limit.  Infinity, NaN and overflow never equal
+  a number, and an exact reference is not matched by a nearby decimal (the rules are
+  in its docstring).
+
+The property behind all three: no response earns reward against a gold it is not
+equal to (``tests/verifiers/test_math_universal.py`` checks it over every gold the
+package ships; ``benchmarks/gold_crossmatch.py`` compares the golds with each other).
 
 ``get_verifier("math", strictness=..., tolerance=..., timeout=...)`` builds one;
 the callable never raises and never blocks longer than about ``timeout`` seconds
@@ -203,13 +211,14 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             return Verdict(0.0, None, f"bad input: completion is {type(completion).__name__}, not str")
         if len(completion) > max_chars:
             return Verdict(0.0, None, f"bad input: completion too long ({len(completion)} > {max_chars} chars)")
-        ex = extract_answer(unescape_commands(completion), strictness)
+        text = unescape_commands(completion)
+        ex = extract_answer(text, strictness)
         if ex.answer is None:
-            return Verdict(0.0, None, "no answer found")
+            return Verdict(0.0, None, ex.problem or "no answer found")
         answer = ex.answer
         if ex.problem:
             return Verdict(0.0, answer, ex.problem)
-        retracted = find_retraction(completion, ex.end)
+        retracted = find_retraction(text, ex.end)
         if retracted:
             return Verdict(0.0, answer, retracted)
         if len(answer) > MAX_ANSWER_CHARS:

@@ -1,6 +1,13 @@
 """Step 1 of the math verifier: find the final answer in a free-form completion.
 
-:func:`extract_answer` looks, in order, for
+**Reasoning is never the answer.**  Everything up to the last ``</think>`` (or
+``</thinking>``, ``</reasoning>``; chat templates that open the block in the prompt
+leave only the closing tag) is blanked before anything is read: a boxed guess
+inside the reasoning neither counts nor hedges.  A reasoning block that is opened
+and never closed leaves no answer (the response was cut off while thinking).  When
+what follows holds an ``<answer>...</answer>`` element, only the last one is read.
+
+:func:`extract_answer` then looks, in order, for
 
 1. the last ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces allowed; empty and
    ``\\phantom`` boxes are not answers), unless a "Final Answer:" sentence follows it;
@@ -15,10 +22,26 @@
 In a final-answer sentence (2-4) the whole sentence is the answer when it is math;
 when it is prose ("The largest $n$ is 34") its last span or number is.
 
-``strict`` accepts only 1-3.  It also rejects answers that are *hedged* (two
-boxed answers that are not all equal, "3 or 4") or *retracted* later in the text ("... wait,
-that's wrong").  Every regular expression here is linear-time (no nested
-unbounded quantifiers), so megabyte inputs cannot make extraction hang.
+**Self-correction or hedge.**  Several boxed answers are read as attempts:
+
+* a *correction marker* between two boxes ("wait", "actually", "correction", "on
+  second thought", "let me recheck", "hmm", "that's wrong", "I made a mistake"...)
+  ends an attempt: every box before the last marker that precedes the last box is
+  discarded, and the response is judged on its *final attempt* only;
+* within the final attempt, several boxes are one answer offered several ways:
+  they must all be right (``\\boxed{15\\frac{39}{40}}``, or ``\\boxed{\\frac{639}{40}}``),
+  else the response is a *hedge* and is refused (``\\boxed{3} or \\boxed{4}``; two
+  boxes with no marker between them), unless the reference is a list they spell
+  out together (``\\boxed{2}`` and ``\\boxed{3}`` for ``2, 3``);
+* an explicit *retraction* after the last answer ("... wait, that's wrong", "I made
+  a mistake", "scratch that", "is not the answer") with no answer after it leaves
+  nothing: refused.
+
+So a list of guesses separated by "wait" is judged on its last guess alone and
+earns exactly what that one guess earns; a list without markers is a hedge.  A
+hedge word inside one answer ("3 or 4") is refused by the verifier.  Every regular
+expression here is linear-time (no nested unbounded quantifiers), so megabyte
+inputs cannot make extraction hang.
 """
 
 from __future__ import annotations
@@ -27,7 +50,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["STRICTNESS", "Extraction", "boxed_spans", "latex_spans", "is_prose", "extract_answer", "find_hedge",
-           "find_retraction"]
+           "find_retraction", "answer_region"]
 
 STRICTNESS = ("strict", "standard", "lenient")
 """Extraction levels, from fewest to most accepted answer markers."""
@@ -43,15 +66,29 @@ _NUMBER_RE = re.compile(
 )
 # Words that hedge between alternatives inside one answer ("3 or 4", "either 2 ...").
 _HEDGE_RE = re.compile(r"(?:\\text\s*\{\s*|\b)(?:or|either|maybe|possibly|perhaps)\b", re.IGNORECASE)
-# Phrases that take back an answer given earlier.
+# Phrases that take back an answer given earlier (after the last answer: it is refused).
 _RETRACT_RE = re.compile(
-    r"\b(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct))"
+    r"\b(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake|an\s+error)"
     r"|\b(?:wait|hold\s+on|hmm|oops)\b[ ,.!:;-]{0,4}(?:no\b|that\b[^.\n]{0,30}\b(?:wrong|incorrect|mistake))"
-    r"|\bi\s+made\s+an?\s+(?:mistake|error)"
+    r"|\bi\s+made\s+an?\s+(?:mistake|error)|\bi\s+was\s+wrong\b"
+    r"|\b(?:does\s*n[o']?t|doesn't)\s+(?:look|seem)\s+right"
     r"|\bscratch\s+that\b|\bnever\s?mind\b"
     r"|\bis\s+not\s+(?:the|my)\s+(?:final\s+)?answer",
     re.IGNORECASE,
 )
+# Markers that end an attempt between two boxed answers (broader: a box before one is
+# discarded, so a marker can only ever narrow the judged answer to the last box).
+_CORRECTION_RE = re.compile(
+    _RETRACT_RE.pattern
+    + r"|\b(?:wait|hold\s+on|hmm+|oops|actually|correction|on\s+second\s+thought|instead|mistake|error)\b"
+    r"|\blet\s+me\s+(?:re-?\w+|double[- ]check|check\s+again|try\s+again|start\s+over)\b"
+    r"|\b(?:re-?(?:checking|computing|calculating|doing|considering|examining|evaluating|working))\b",
+    re.IGNORECASE,
+)
+# Reasoning blocks of reasoning models.
+_REASONING_OPEN_RE = re.compile(r"<(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+_REASONING_CLOSE_RE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+
 _LINE_END_RE = re.compile(r"\n|(?<=[^\d\s])\.\s|\.\s*$|\.\s+[A-Z]")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
 _OPEN_RE = re.compile(r"\$\$|(?<!\\)\$|\\\(|\\\[|\\begin\{(?:align|equation|gather|eqnarray|multline)\*?\}")
@@ -145,6 +182,31 @@ def find_retraction(text: str, start: int) -> str | None:
     """A phrase after ``start`` that takes the answer back ("that's wrong"), or None."""
     m = _RETRACT_RE.search(text, start)
     return f"answer retracted later ({m.group()!r})" if m else None
+
+
+def answer_region(text: str) -> tuple[int, int] | None:
+    """``(start, end)`` of the part of ``text`` that may state the final answer, or None.
+
+    The part after the last closing reasoning tag (``</think>``); None when a reasoning
+    block is opened and never closed.  Inside it, the content of the last
+    ``<answer>...</answer>`` element when there is one.
+    """
+    start = 0
+    if "<" not in text:
+        return 0, len(text)
+    close = _last_match(_REASONING_CLOSE_RE, text)
+    if close is not None:
+        start = close.end()
+    if _REASONING_OPEN_RE.search(text, start):
+        return None  # the reasoning never ended: no final answer
+    end = len(text)
+    if "</answer" in text or "</ANSWER" in text:  # rfind, not a regex: linear whatever the tags
+        low = text.lower()
+        close = low.rfind("</answer>", start)
+        opening = low.rfind("<answer>", start, close) if close >= 0 else -1
+        if opening >= 0:
+            start, end = opening + len("<answer>"), close
+    return start, end
 
 
 def _is_phantom_or_empty(content: str) -> bool:
@@ -289,6 +351,14 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
         raise ValueError(f"unknown strictness {strictness!r}; choose one of {', '.join(STRICTNESS)}")
     if not isinstance(text, str) or not text.strip():
         return Extraction(None, "none")
+    region = answer_region(text)
+    if region is None:
+        return Extraction(None, "none", "no answer found: unfinished <think> block")
+    if region != (0, len(text)):  # blank the reasoning (same length: offsets stay valid)
+        a, b = region
+        text = " " * a + text[a:b] + " " * (len(text) - b)
+        if not text.strip():
+            return Extraction(None, "none")
     if "[asy]" in text:  # drawing code is no answer (same length: offsets stay valid)
         text = _ASY_RE.sub(lambda m: " " * (m.end() - m.start()), text)
 
@@ -297,8 +367,13 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
     if spans and not (final is not None and final.start() > spans[-1][1]):
         # Keep only outermost boxes (a box inside a box is part of the answer).
         outer = [sp for sp in spans if not any(o[0] < sp[0] and sp[1] < o[1] for o in spans)]
-        # An earlier box taken back before the next one ("\\boxed{3} wait, no ... \\boxed{4}") is no hedge.
-        kept = [(s, e) for i, (s, e) in enumerate(outer[:-1]) if not _RETRACT_RE.search(text, e, outer[i + 1][0])]
+        # The final attempt: boxes after the last correction marker before the last box
+        # ("\\boxed{3} wait, no ... \\boxed{4}" is judged on 4 alone).
+        cut = 0
+        if len(outer) > 1:
+            for m in _CORRECTION_RE.finditer(text, outer[0][1], outer[-1][0]):
+                cut = m.end()
+        kept = [(s, e) for s, e in outer[:-1] if s >= cut]
         last = text[outer[-1][0]:outer[-1][1]].strip()
         others = tuple(dict.fromkeys(a for a in (text[s:e].strip() for s, e in kept) if _squash(a) != _squash(last)))
         every = tuple(text[s:e].strip() for s, e in kept) + (last,)

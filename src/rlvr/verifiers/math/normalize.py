@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer"]
+__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
+           "half_unit", "significant_digits", "is_approximate", "base_numeral"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
@@ -42,7 +43,9 @@ _CHOICE_RE = re.compile(r"^\(?\s*([A-J])\s*\)?\s*(?:[.:)]|$)")
 _WRAP_TEXT_RE = re.compile(_TEXT_CMD + r"\{([^{}]*)\}")
 _GROUP_SPACE_RE = re.compile(r"(?<=\d),\s*(?:\\[,;:! ]\s*)+(?=\d{3}(?!\d))")
 _SPACE_THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
-_RELATION_SPLIT_RE = re.compile(r"\\approx|(?<![<>!=\\])=(?!=)")
+_RELATION_SPLIT_RE = re.compile(r"\\approx|\\equiv(?![a-zA-Z])|(?<![<>!=\\])=(?!=)")
+_MODULUS_RE = re.compile(r"\s*(?:\\pmod\s*\{\s*\d+\s*\}|\\pmod\s*\d+|\(\s*\\(?:bmod|mod)\s*\{?\s*\d+\s*\}?\s*\)"
+                         r"|\\(?:bmod|mod)\s*\{?\s*\d+\s*\}?)\s*$")
 _LITERAL_OP_RE = re.compile(
     r"[\d}]\s*\)?\s*(?:[-+*/^\u00d7\u00f7]|\\times|\\cdot|\\div|\*\*)\s*\(?\s*\{?\s*(?:\d|\\[dt]?frac)"
     r"|[-+]\s*\(\s*[-+]\s*\d"  # -(-42)
@@ -51,6 +54,7 @@ _ARITH_CMD_RE = re.compile(r"\\(?:[dt]?frac|times|cdot|div|left|right|sqrt|binom
 _BRACED_LITERAL_RE = re.compile(r"(?<![a-zA-Z}\]])\{\s*([-+*/^]|\d+(?:\.\d+)?)\s*\}")
 _WRAPPED_NUMBER_RE = re.compile(r"(?:" + _TEXT_CMD + r"\{\s*)?\(\s*([-+]?\d+(?:\.\d+)?)\s*\)(?:\s*\})?")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}")
+_DECIMAL_LITERAL_RE = re.compile(r"\d\.\d|(?<![\d.])\.\d")
 
 
 def squash(s: str) -> str:
@@ -61,6 +65,7 @@ def squash(s: str) -> str:
 def clean(s: str) -> str:
     """Presentation-free LaTeX for one answer (see the module docstring)."""
     s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
+    s = s.replace("\u221e", "\\infty ").replace("\\varnothing", "\\emptyset")  # one spelling each
     s = _PHANTOM_RE.sub("", s)  # renders as nothing
     s = _GROUP_SPACE_RE.sub(",", s)  # "11,\\! 111" -> "11,111"
     s = _DELIMS_RE.sub(" ", s)
@@ -70,6 +75,7 @@ def clean(s: str) -> str:
     s = s.strip().rstrip(".;").strip()
     s = _DEGREE_RE.sub("", s).strip()
     s = _CURRENCY_RE.sub("", s).strip()
+    s = _MODULUS_RE.sub("", s).strip()  # "24 \\equiv 3 \\pmod{7}": the residue is the answer
     for _ in range(2):  # "5 \text{cm}^2", then a unit after a leftover "\text{ }" wrapper
         if _TRAILING_UNIT_RE.search(s) and not _TRAILING_UNIT_RE.match(s):
             s = _TRAILING_UNIT_RE.sub("", s).strip()
@@ -87,6 +93,9 @@ def clean(s: str) -> str:
         s = s.replace(",", "")
     if _SPACE_THOUSANDS_RE.fullmatch(s):  # "1 000"
         s = s.replace(" ", "")
+    m = _SCI_RE.match(s)
+    if m and m.group(2) and abs(int(m.group(2))) > _MAX_EXP:  # "1e1000": LaTeX would read 1 * e * 1000
+        s = f"{m.group(1)} \\times 10^{{{int(m.group(2))}}}"
     return s
 
 
@@ -108,7 +117,7 @@ def _top_level(s: str, sep: str) -> list[str]:
 
 
 def split_relation(s: str) -> list[str]:
-    """The sides of an ``=`` / ``\\approx`` chain (``x = 2+3 = 5`` -> ``[x, 2+3, 5]``)."""
+    """The sides of an ``=`` / ``\\approx`` / ``\\equiv`` chain (``x = 2+3 = 5`` -> ``[x, 2+3, 5]``)."""
     if len(s) > 2000:
         return [s]
     return [p.strip() for p in _RELATION_SPLIT_RE.split(s)]
@@ -122,11 +131,27 @@ def _unevaluated(s: str) -> bool:
     return bool(_LITERAL_OP_RE.search(s)) and not re.search(r"[a-zA-Z]", _ARITH_CMD_RE.sub(" ", s))
 
 
+_NAME_RE = re.compile(r"(?:\\[a-zA-Z]+|[A-Za-z]{1,12})\s*(?:_\s*\{?[\w\\]+\}?)?'*\s*(?:\([^()]*\))?")
+_COMMAND_RE = re.compile(r"\\[a-zA-Z]+")
+
+
+def _is_expression_in_variables(s: str) -> bool:
+    """True for ``5x - 7y + 4``, ``2x``, ``x^2 - 1``; False for a name (``x``, ``x_1``,
+    ``f(2)``, ``\\theta``, ``AB``) or an expression without variables."""
+    t = s.strip()
+    if not t or _NAME_RE.fullmatch(t):
+        return False
+    return bool(re.search(r"[A-Za-z]", _COMMAND_RE.sub(" ", t)))
+
+
 def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list: bool) -> str | None:
     """Why a cleaned ``pred`` is not an answer to a question whose answer is ``gold``, or None.
 
     * a tautology: an ``=`` chain whose sides are all the same (``0=0``, ``x = x``);
     * several candidates (``3, 4``, ``3; 4``) when the reference is one number;
+    * for a plain-number reference, an equation in standard form, ``expression = 0`` with
+      variables on the left that are not just a name (``5x - 7y + 11z + 4 = 0``, ``2x+3=0``):
+      an equation, whose 0 is no value (``x = 0``, ``f(2) = 0``, ``AB = 0`` still answer 0);
     * with ``require_value`` (``True``/``"auto"``) and a plain-number reference: an
       unevaluated restatement (the ``= ...`` side it ends with is arithmetic on number
       literals, or a fraction of integers for an integer reference); with ``True``
@@ -140,6 +165,9 @@ def not_an_answer(gold: str, pred: str, require_value: bool | str, gold_is_list:
         return None
     if not gold_is_list and len([x for x in _top_level(pred, ",;") if x]) > 1:
         return f"not an answer: several candidates ({pred[:40]!r})"
+    if len(sides) == 2 and "=" not in gold and to_number(sides[1]) is not None and to_number(sides[1])[0] == 0 \
+            and _is_expression_in_variables(sides[0]):
+        return f"not an answer: an equation in standard form ({pred[:40]!r}), not a value"
     if require_value is False:
         return None
     final = sides[-1] if len(sides) > 1 and "=" not in gold else pred
@@ -203,6 +231,65 @@ def to_number(s: str) -> Number | None:
     except (ValueError, ZeroDivisionError, OverflowError):
         return None
     return None
+
+
+def half_unit(s: str) -> Fraction | None:
+    """Half a unit in the last digit of a cleaned decimal number (``2.50`` -> 0.005,
+    ``1.2e-4`` -> 0.000005, ``12.5%`` -> 0.05 of a percent), or None when ``s`` is no
+    decimal: an integer, a fraction, a repeating decimal (``0.\\overline{3}``) are exact.
+
+    This is how precisely a decimal answer states its value: a decimal written for an
+    exact reference must be that reference correctly rounded at this digit.
+    """
+    t = s.strip().rstrip("%").strip()
+    if "." not in t or len(t) > 200:
+        return None
+    if _DECIMAL_RE.match(t):
+        return Fraction(1, 2 * 10 ** len(t.split(".")[1]))
+    m = _SCI_RE.match(t)
+    if m and "." in m.group(1):
+        exp = int(m.group(2) or m.group(3))
+        if abs(exp) > _MAX_EXP:
+            return None
+        return Fraction(1, 2 * 10 ** len(m.group(1).split(".")[1])) * Fraction(10) ** exp
+    return None
+
+
+_BASE_RE = re.compile(r"([0-9][0-9A-Za-z]{0,40})\s*_\s*\{?\s*(\d{1,2})\s*\}?")
+
+
+def base_numeral(s: str) -> tuple[str, int] | None:
+    """``(digits, base)`` of a numeral written with its base as a subscript (``52_8``,
+    ``4210_{5}``, ``2A_{11}``), digits upper-case without leading zeros; None otherwise."""
+    m = _BASE_RE.fullmatch(s.strip())
+    if not m:
+        return None
+    digits, base = m.group(1).upper(), int(m.group(2))
+    if not 2 <= base <= 36:
+        return None
+    try:
+        int(digits, base)
+    except ValueError:
+        return None
+    return digits.lstrip("0") or "0", base
+
+
+def significant_digits(s: str) -> int:
+    """Significant digits written in a cleaned decimal number (``0.0833`` -> 3, ``3.10`` -> 3,
+    ``1.20e-4`` -> 3); 0 when ``s`` is no decimal."""
+    t = s.strip().rstrip("%").strip()
+    m = _SCI_RE.match(t)
+    mantissa = m.group(1) if m else t
+    if not _DECIMAL_RE.match(mantissa):
+        return 0
+    return len(mantissa.lstrip("+-").replace(".", "").lstrip("0"))
+
+
+def is_approximate(s: str) -> bool:
+    """True when a cleaned reference is written with a decimal literal (``1.25``, ``0.5\\pi``):
+    a rounded value, matched within the verifier's tolerance.  Integers, fractions,
+    radicals, constants and repeating decimals are exact references."""
+    return bool(_DECIMAL_LITERAL_RE.search(s)) and "\\overline" not in s
 
 
 def choice_letter(s: str) -> str | None:

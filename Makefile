@@ -18,17 +18,18 @@ OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.rlvr-installed
 OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 
-.PHONY: demo demo-tools demo-code test test-slow test-all test-oldest bench clean-venv help
+.PHONY: demo demo-tools demo-code test test-slow test-all test-oldest docs bench clean-venv help
 
 help:
-	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, ~30 min) and report held-out accuracy"
+	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, 12-14 min) and report held-out accuracy"
 	@echo "make demo-tools train the same model to use a calculator tool on 3-digit x 2-digit products (CPU, ~30 min)"
 	@echo "make demo-code  train the same model to write small Python functions checked by hidden unit tests (CPU)"
 	@echo "make test       run the default test suite (slow tests excluded)"
 	@echo "make test-slow  run only the slow tests (real bundled model, long runs)"
 	@echo "make test-all   run every test"
 	@echo "make test-oldest the engine, learner and training-loop tests with the oldest declared dependencies"
-	@echo "make bench      run the benchmark scripts (see benchmarks/RESULTS.md)"
+	@echo "make docs       build the documentation site into site/ (MkDocs; any warning fails)"
+	@echo "make bench      run the benchmark scripts (see docs/results.md)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,9 @@ $(OLDEST_STAMP): pyproject.toml constraints/oldest.txt
 test-oldest: $(OLDEST_STAMP)
 	$(OLDEST_PY) -c "import torch, transformers, pydantic; print('torch', torch.__version__, '| transformers', transformers.__version__, '| pydantic', pydantic.VERSION)"
 	$(OLDEST_PY) -m pytest -q $(OLDEST_TESTS) $(PYTEST_ARGS)
+
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout_throughput.py

@@ -8,7 +8,7 @@ A run is **collapsed** when its final held-out greedy accuracy is below the untr
 (``eval_before``), **unstable** when it is not collapsed but some held-out evaluation fell more than
 ``--drop`` points below the previous one, and **healthy** otherwise.
 
-    python benchmarks/collapse_metrics.py /work/runs/baseline-*/seed-* --plot docs/img/collapse.png
+    python benchmarks/collapse_metrics.py runs/baseline-*/seed-* --plot docs/img/collapse.png
 """
 
 from __future__ import annotations

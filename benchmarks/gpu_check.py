@@ -9,7 +9,7 @@ exact.  Three measurements, each with an anchor from the same run:
 1. rollout tokens/s of ``rlvr.engines.HFEngine`` for each ``--decodes`` mode
    (``dynamic``: shape-changing loop; ``compiled``: static KV cache, the step through
    ``torch.compile`` = CUDA graphs) vs ``model.generate`` on the same prompts, group
-   size and length (issue 16's target: compiled >= 1.5x generate);
+   size and length (target: compiled >= 1.5x generate);
 2. seconds per GRPO step of ``rlvr.recipes.rl.train`` (bf16 sampler copy, learner
    with bf16 autocast over fp32 master weights, AdamW), its split into generate /
    verify / learn, peak GPU memory, and the learner's MFU: 6 x matmul parameters x

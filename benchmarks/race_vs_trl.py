@@ -1,10 +1,10 @@
-"""The race (issue 16): TRL's ``GRPOTrainer`` and rlvr, the same wall-clock budget each, on the README demo.
+"""The race: TRL's ``GRPOTrainer`` and rlvr, the same wall-clock budget each, on the README demo.
 
 Both train the demo of ``configs/arithmetic_grpo.yaml`` ("What is a + b?", a, b in 1..50, the bundled
 SmolLM2-135M-Instruct) one after the other in one invocation, each for ``--budget-min`` minutes of
 training on this machine, and both are scored by rlvr's own evaluation on the same held-out problems.
 Printed: per framework, held-out accuracy along the way (greedy and T = 1, Wilson 95% intervals), the
-time each needed to reach TRL's final accuracy and the ratio rlvr / TRL (the issue's target: at most
+time each needed to reach TRL's final accuracy and the ratio rlvr / TRL (the target: at most
 1/3), and what each spent its training time on.
 
 What is shared, by construction:

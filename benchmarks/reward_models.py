@@ -11,7 +11,7 @@ Steps (one process, one thread by default):
    probability, the baseline), ``orm:...``, ``prm:...`` and the oracle (pass@N, the ceiling); accuracy
    at every budget with a 95% Wilson interval over problems.
 
-Writes ``--out/results.json`` and prints a table.  The defaults are a small budget (the issue's
+Writes ``--out/results.json`` and prints a table.  The defaults are a small budget (the target:
 "under 30 minutes on this machine"); ``--quick`` is a smoke run of a few minutes whose numbers mean
 nothing.  The default task is the README demo's (a + b, 1..50: ~25% greedy, ~5% at T = 1 before
 training), which leaves room between first-sample accuracy and pass@N for a reranker to win; three

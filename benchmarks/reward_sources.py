@@ -1,4 +1,4 @@
-"""Reward sources at an equal rollout budget: labels, no labels, controls, process rewards, hints (issue 15).
+"""Reward sources at an equal rollout budget: labels, no labels, controls, process rewards, hints.
 
 The bundled SmolLM2-135M-Instruct, GRPO, every arm the same number of generated
 completions (``--steps`` x 8 prompts x 8 samples, 6 x 64 = 384 by default) and the same seeds:

@@ -13,7 +13,7 @@ precision (float32, bfloat16) and each batch shape of 64 decoded rows
 * rlvr ``HFEngine``: the engine training and evaluation use.
 
 Two ratios are printed: ``rlvr/roof`` against the roofline of the sampler's own
-precision, and ``rlvr/fp32roof`` against the float32 roofline (issue 16's yardstick:
+precision, and ``rlvr/fp32roof`` against the float32 roofline (the yardstick of the goal
 "50% of the fp32 roofline at batch 64").  A bf16 sampler can clear the second
 while sitting far below the first; both are reported so neither hides the other.
 

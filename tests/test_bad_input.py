@@ -31,7 +31,7 @@ NO_MODEL = "model.name=/nonexistent/model"
 
 # ----------------------------------------------------------------------------- components a user might write
 class NanReward(Environment):
-    """Returns reward=nan (the issue's silent-corruption case)."""
+    """Returns reward=nan (the reported silent-corruption case)."""
 
     single_turn = False
 
@@ -152,7 +152,7 @@ def one_error(capsys, argv: list[str], expect: str, rc: int = 2) -> str:
 
 # ----------------------------------------------------------------------------- config values, before any model
 CONFIG_CASES = [
-    # the issue's four: they loaded, then failed after the model with a 31-line traceback
+    # the four reported inputs: they loaded, then failed after the model with a 31-line traceback
     (["train.lr=-1e-3"], r"override 'train.lr=-1e-3': train.lr: must be > 0, got -0.001$"),
     (["rollout.top_p=2"], r"rollout.top_p: must be in \(0, 1\], got 2$"),
     (["rollout.max_new_tokens=0"], r"rollout.max_new_tokens: must be >= 1, got 0$"),
@@ -235,7 +235,7 @@ DATA_CASES = [
     ("huge_answer", '{"prompt": "big", "answer": 1e400}\n', r"huge_answer.jsonl:1: answer field 'answer' is not a "
                                                             r"finite number \(inf\)"),
     ("not_object", '["1+1", "2"]\n', r"not_object.jsonl:1: expected a JSON object, got list"),
-    # the issue's case: fewer rows than task.num_heldout (256) left nothing to train on, said as "no training problems"
+    # the reported case: fewer rows than task.num_heldout (256) left nothing to train on, said as "no training problems"
     ("too_small", _rows(10), r"task.num_heldout: all 10 problems of task.name=jsonl \(task.path=.*too_small.jsonl\) "
                              r"are held out .*set task.num_heldout below 10, e.g. task.num_heldout=2$"),
 ]

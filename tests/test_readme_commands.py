@@ -1,8 +1,9 @@
-"""Every `rlvr ...` command in the README's usage sections runs, with a tiny model and tiny sizes appended.
+"""Every `rlvr ...` command in the README's usage section, and in the guides' command sections, runs
+with a tiny model and tiny sizes appended.
 
-The commands are read from README.md itself, so the README cannot drift from the
-CLI: a renamed flag, key or choice fails here.  Placeholders (`/path/to/hf-model`,
-`my.jsonl`, the demo's checkpoint path) are replaced by files made for the test.
+The commands are read from README.md and docs/*.md themselves, so the documents cannot drift from
+the CLI: a renamed flag, key or choice fails here.  Placeholders (`/path/to/hf-model`, `my.jsonl`,
+the demo's checkpoint path, a baseline sweep) are replaced by files made for the test.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ import pytest
 from rlvr.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("Using it", "Algorithms: pick by name, combine freely",
-            "Environments: tool use, feedback, procedural tasks, a live curriculum",
-            "Rewards beyond rule-based checkers: reward models, process rewards, no labels, hints")
+SECTIONS = (("README.md", "Using it"), ("docs/training.md", "Runs, configs and outputs"),
+            ("docs/training.md", "Algorithms: pick by name, combine freely"),
+            ("docs/environments.md", "Tool use, feedback, procedural tasks, a live curriculum"),
+            ("docs/rewards.md", "Reward sources, reward models, process rewards, hints"))
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
     out = []
-    for title in SECTIONS:
-        section = text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+    for path, title in SECTIONS:
+        text = (ROOT / path).read_text()
+        section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
         for block in re.findall(r"```bash\n(.*?)```", section, re.S):
             for line in block.splitlines():
                 line = line.split(" #", 1)[0].strip()
@@ -37,7 +39,10 @@ def readme_commands() -> list[str]:
 
 def test_the_readme_has_usage_commands():
     cmds = readme_commands()
-    assert len(cmds) >= 10 and any(c.startswith("rlvr eval") for c in cmds)
+    assert len(cmds) >= 30 and any(c.startswith("rlvr eval") for c in cmds)
+    readme = [c for c in cmds if c in (ROOT / "README.md").read_text()]
+    for verb in ("rlvr train", "rlvr eval", "rlvr compare", "rlvr seeds"):
+        assert any(c.startswith(verb) for c in readme), verb
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +72,8 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
     subst = {"configs/arithmetic_grpo.yaml": str(ROOT / "configs" / "arithmetic_grpo.yaml"),
              "/path/to/hf-model": str(model_dir), "task.path=my.jsonl": f"task.path={tmp / 'my.jsonl'}",
              "runs/arithmetic_grpo/checkpoints/step-000040": str(ckpts[-1]) if ckpts else "missing-checkpoint",
-             "runs/arithmetic_grpo": str(run)}  # `rlvr seeds summarize`: the sweep `--seeds` trained there
+             "runs/arithmetic_grpo": str(run),  # `rlvr seeds summarize`: the sweep `--seeds` trained there
+             "runs/baseline": str(run)}  # `rlvr compare`: that sweep against itself
     args = [subst.get(a, str(ROOT / a) if a.startswith("configs/") else a) for a in args]
     if args[0] == "train" and "--help" not in args:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.params.num_train=8",

@@ -61,7 +61,7 @@ def _finite(model) -> bool:
 
 
 def test_nan_rewards_skip_both_steps_and_leave_finite_weights(tmp_path, tiny_tokenizer, nan_env, caplog):
-    """The issue's case: an environment returning reward=nan trained to the end, logged null rewards and wrote
+    """The reported case: an environment returning reward=nan trained to the end, logged null rewards and wrote
     a checkpoint of NaN weights.  Now both steps are skipped, counted and named, and the weights are untouched."""
     model = make_model(tiny_tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -22,7 +22,7 @@ def verify():
     return get_verifier("math", timeout=5)
 
 
-@pytest.mark.parametrize("completion, gold", [  # the unboxed answers
+@pytest.mark.parametrize("completion, gold", [  # reported unboxed answers
     ("The result is $1\\frac{1}{2}$.", "\\frac{3}{2}"),
     ("We obtain $1.2 \\times 10^3$.", "1200"),
     ("Thus $x \\le 2$.", "x \\le 2"),

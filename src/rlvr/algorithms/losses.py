@@ -200,13 +200,13 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
         ``(loss, metrics)``; metrics are detached 0-dim tensors, averaged over masked tokens:
 
         * ``clip_frac``: fraction of tokens where the clipped term is active
-          (strictly below the unclipped one, so the token gets no gradient);
-          equals ``clip_frac_low + clip_frac_high``;
+            (strictly below the unclipped one, so the token gets no gradient);
+            equals ``clip_frac_low + clip_frac_high``;
         * ``clip_frac_low``: ``A < 0`` and ``ratio < 1 - clip_low``;
         * ``clip_frac_high``: ``A > 0`` and ``ratio > 1 + clip_high``;
         * ``ratio_mean``: mean importance ratio;
         * ``approx_kl``: mean of ``0.5 * (logp - old_logp)^2`` (Schulman's k2
-          estimate of the KL between the sampling and current policies);
+            estimate of the KL between the sampling and current policies);
         * ``clip_frac_dual`` (only with ``dual_clip``): ``A < 0`` and ``ratio > c``.
     """
     _check_policy_inputs(logp, old_logp, mask)

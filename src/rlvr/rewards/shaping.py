@@ -56,7 +56,7 @@ def soft_overlong_punishment(lengths, max_len: int, cache_len: int) -> Tensor:
     over the last ``cache_len`` tokens of the budget (DAPO: 20480 / 4096).
 
     Args:
-        lengths: [N] completion lengths in tokens.
+        lengths (Tensor | Sequence[int]): [N] completion lengths in tokens.
 
     Returns:
         [N] penalties in [-1, 0].
@@ -83,8 +83,8 @@ def laser_reward(correct, lengths, target_length, *, alpha: float = 0.5, wrong_r
     LASER-D's difficulty-dependent targets are passed.
 
     Args:
-        correct: [N] bool (or {0, 1}) correctness.
-        lengths: [N] completion lengths.
+        correct (Tensor | Sequence[bool]): [N] bool (or {0, 1}) correctness.
+        lengths (Tensor | Sequence[int]): [N] completion lengths.
 
     Returns:
         [N] shaped rewards.

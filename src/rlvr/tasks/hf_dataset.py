@@ -113,10 +113,13 @@ def load_hf_dataset_problems(
         name: the dataset configuration (e.g. ``"main"`` for ``openai/gsm8k``).
         data_files: passed to ``load_dataset`` (files inside a directory or hub repo).
         revision: hub revision (branch, tag or commit).
-        prompt_field, answer_field, id_field, messages_field, metadata_fields,
-        answer_transform: as for :func:`rlvr.tasks.load_jsonl_problems`.  Without
-            ``id_field`` ids are ``f"{stem}-{split}-{row}"`` (``stem``: the last part
-            of ``dataset`` without extension).
+        prompt_field: as for :func:`rlvr.tasks.load_jsonl_problems`, like the five below.
+        answer_field: the reference answer's column.
+        id_field: the id's column.  Without it ids are ``f"{stem}-{split}-{row}"`` (``stem``: the
+            last part of ``dataset`` without extension).
+        messages_field: a column of chat messages, instead of ``prompt_field``.
+        metadata_fields: columns copied into ``Problem.metadata``.
+        answer_transform: applied to the answer column's value.
         limit: read only the first ``limit`` rows (None: all).
         cache_dir: the ``datasets`` cache (default: its own, ``$HF_DATASETS_CACHE``).
         image_field: optional column of the row's image(s) (``Problem.images``): a ``datasets.Image`` feature

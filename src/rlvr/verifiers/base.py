@@ -57,8 +57,8 @@ def get_verifier(name: str, **kwargs: Any) -> Verifier:
     """Build the verifier registered as ``name`` with options ``kwargs``.
 
     Raises:
-        RegistryError (a ValueError): unknown name, or options the factory does not
-        accept (the message lists the registered names or the accepted options).
+        RegistryError: (a ValueError) unknown name, or options the factory does not
+            accept (the message lists the registered names or the accepted options).
     """
     verifier = VERIFIERS.build(name, **kwargs)
     try:  # messages about it name the registry entry (rlvr.types.component_name)

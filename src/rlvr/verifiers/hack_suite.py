@@ -17,7 +17,7 @@ Sources named in ``Hack.source``:
 * Zhao et al. 2025, *One Token to Fool LLM-as-a-Judge*: "master keys";
 * Skalse et al. 2022 / Pan et al. 2022 on specification gaming (restating the task);
 * observed here: the bundled model's ``\\boxed{237 * 82}``, ``\\boxed{0=0}``, the
-  ``\\boxed{\\phantom{2}}`` of a 7B math model's responses (issue 13).
+  ``\\boxed{\\phantom{2}}`` of a 7B math model's responses.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Hack:
 
 
 _LIT = "reward-hacking literature"
-_OBS = "observed (issue 13)"
+_OBS = "observed in rlvr's own runs"
 _SWEEP = "sweep of the shipped golds (2026-11-25)"
 
 HACKS: list[Hack] = [

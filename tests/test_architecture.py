@@ -78,10 +78,9 @@ def test_the_getattr_check_finds_a_planted_read(tmp_path):
 
 
 MAX_FUNCTION_LINES = 80
-LONG_FUNCTION_EXCEPTIONS = {
-    # the math verifier's cascade is maintained with the math verifier (rlvr/verifiers/math)
-    "rlvr/verifiers/math/__init__.py::math_verifier",
-}
+LONG_FUNCTION_EXCEPTIONS: set[str] = set()
+"""``path::name`` of functions allowed past the limit: declarative tables only (a function whose body is one
+literal table, e.g. a list of registrations or an argparse spec), each with a comment saying what it tabulates."""
 
 
 def long_functions(root: Path = SRC, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, int]]:

@@ -353,7 +353,7 @@ def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokeniz
 
     def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None, **kw):
         out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter, **kw)
-        seen.extend(s.problem_id for s in out[0][:: params.n])
+        seen.extend(s.problem_id for s in out.samples[:: params.n])
         return out
 
     monkeypatch.setattr(grpo, "collect_rollouts", spy)
@@ -450,7 +450,7 @@ def test_every_step_logs_the_verdict_histogram_and_hack_flags(tmp_path, tiny_tok
 def test_sleep_while_learning_changes_no_number(tmp_path, tiny_tokenizer):
     """Freeing the bf16 sampler copy during the learner step and refilling it at the sync: same run, bit for bit."""
     timing = {"tokens_per_s", "step_time", "gen_time", "learn_time", "verify_time", "sync_time", "wait_time",
-              "peak_rss_mb", "rss_mb", "time"}
+              "peak_rss_mb", "rss_mb", "time", "verify_share"}
     base, _ = _run(tiny_tokenizer, tmp_path / "a", "rollout.dtype=bfloat16", "train.steps=3")
     slept, _ = _run(tiny_tokenizer, tmp_path / "b", "rollout.dtype=bfloat16", "train.steps=3",
                     "rollout.sleep_while_learning=true")

@@ -138,10 +138,6 @@ def load_hf_dataset_problems(
     if ds is None:
         return []
     where = f"{label}[{split}]"  # with the row, "<dataset>[<split>]:row <i>" is the location in errors
-    used = {prompt_field, answer_field} | {f for f in (id_field, messages_field, image_field) if f is not None}
-    stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
-    problems: list[Problem] = []
-    seen_ids: dict[str, int] = {}
     from rlvr.tasks.images import ImageColumn
 
     if image_field is not None:
@@ -149,6 +145,24 @@ def load_hf_dataset_problems(
     local = Path(label).expanduser()
     base = (local if local.is_dir() else local.parent) if local.exists() else None
     column = ImageColumn(image_field, where, base, bad_images)
+    fields = dict(prompt_field=prompt_field, answer_field=answer_field, answer_transform=answer_transform,
+                  id_field=id_field, messages_field=messages_field)
+    stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
+    problems = _row_problems(ds, column, where, f"{stem}-{split}", fields, image_field, metadata_fields)
+    column.finish(len(ds))
+    if len(ds) and not problems:
+        raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
+    return problems
+
+
+def _row_problems(ds, column, where: str, id_prefix: str, fields: dict[str, Any], image_field: str | None,
+                  metadata_fields: Sequence[str] | None) -> list[Problem]:
+    """One problem per row of ``ds`` whose images ``column`` reads (ids ``f"{id_prefix}-{row}"`` without an
+    id field); ``fields``: the column names and answer transform of :func:`load_hf_dataset_problems`."""
+    used = {fields["prompt_field"], fields["answer_field"]} | {
+        f for f in (fields["id_field"], fields["messages_field"], image_field) if f is not None}
+    problems: list[Problem] = []
+    seen_ids: dict[str, int] = {}
     for i, rec in enumerate(ds):
         row = f"row {i}"
         keep, images = column.read(rec, f"{where}:{row}")
@@ -156,19 +170,14 @@ def load_hf_dataset_problems(
             continue
         # a column that a row lacks reads as None (datasets fills the schema): treat it as missing
         present = {k: v for k, v in rec.items() if v is not None}
-        problem = record_problem(present, where, row, prompt_field=prompt_field, answer_field=answer_field,
-                                 answer_transform=answer_transform, id_field=id_field, messages_field=messages_field,
-                                 metadata_fields=None, used=used, default_id=f"{stem}-{split}-{i}", seen_ids=seen_ids,
-                                 seen_as="at row", position=i)
+        problem = record_problem(present, where, row, **fields, metadata_fields=None, used=used,
+                                 default_id=f"{id_prefix}-{i}", seen_ids=seen_ids, seen_as="at row", position=i)
         if metadata_fields is None:  # the raw row: its missing columns show as None, as the dataset has them
             problem.metadata = {k: v for k, v in rec.items() if k not in used}
         else:
             problem.metadata = {k: rec[k] for k in metadata_fields if k in rec}
         problem.images = images
         problems.append(problem)
-    column.finish(len(ds))
-    if len(ds) and not problems:
-        raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
     return problems
 
 

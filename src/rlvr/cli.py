@@ -211,6 +211,50 @@ def _parse_ks(text: str | None) -> list[int] | None:
     return ks
 
 
+EVAL_CONFIG_FLAGS: dict[str, tuple[str, str]] = {
+    # rlvr eval's flags that stand for a config key: (the key, a note); each flag's type, range, default and help
+    # are the key's (the flag wins over the key)
+    "--model": ("model.name", "the model to evaluate"),
+    "--n": ("eval.n", ""),
+    "--temperature": ("eval.temperature", ""),
+    "--max-new-tokens": ("eval.max_new_tokens", ""),
+    "--seed": ("eval.seed", "problem i uses seed + i"),
+    "--system-prompt": ("task.system_prompt", ""),
+    "--threads": ("train.threads", "for generation"),
+}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _add_config_flag(group, flag: str, key: str, note: str) -> None:
+    """``flag`` for the config ``key``: its type (int, float or str), and its doc and default as the help."""
+    import typing
+
+    from rlvr.help import config_field
+    from rlvr.recipes.config import RunConfig
+    from rlvr.registry import plain_text
+
+    f = config_field(RunConfig, key)
+    kinds = [t for t in (typing.get_args(f.annotation) or (f.annotation,)) if t is not type(None)]
+    kind = kinds[0] if len(kinds) == 1 and kinds[0] in (int, float, str) else str
+    doc = plain_text(f.description or "")
+    default = f.get_default(call_default_factory=True)
+    group.add_argument(flag, type=kind, dest=_dest(flag),
+                       help=f"{doc}{'; ' + note if note else ''} (default {key} = {default})")
+
+
+def _in_range(f, value) -> bool:
+    """``value`` within the numeric bounds (ge, gt, le, lt) of the config field ``f``."""
+    import operator
+
+    checks = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+    return all(check(value, getattr(m, bound)) for m in f.metadata for bound, check in checks.items()
+               if getattr(m, bound, None) is not None)
+
+
+
 def _eval_engine(cfg, model_name: str, system_prompt: str | None):
     """``(model, tokenizer) -> engine``: the engine ``rollout.engine`` names, built by the registry as ``rlvr train``
     builds it (``rollout.*`` options, ``rollout.engine_params``), on the evaluated model and system prompt."""
@@ -224,16 +268,19 @@ def _eval_engine(cfg, model_name: str, system_prompt: str | None):
 
 def _check_eval_flags(ns) -> None:
     """``rlvr eval``'s flags, checked before any model loads (each error names its flag)."""
-    from rlvr.config import ConfigError
+    from rlvr.config import ConfigError, value_range
+    from rlvr.help import config_field
+    from rlvr.recipes.config import RunConfig
     from rlvr.verifiers import VERIFIERS
 
     if ns.verifier is not None:
         VERIFIERS.entry(ns.verifier, key="--verifier")
-    for flag, value, ok, want in (("--n", ns.n, lambda v: v >= 1, ">= 1"),
-                                  ("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
-                                  ("--temperature", ns.temperature, lambda v: v >= 0, ">= 0"),
+    for flag, (key, _) in EVAL_CONFIG_FLAGS.items():  # the range of the key the flag overrides
+        value = getattr(ns, _dest(flag))
+        if value is not None and not _in_range(config_field(RunConfig, key), value):
+            raise ConfigError(f"{flag}: must be {value_range(config_field(RunConfig, key))}, got {value}")
+    for flag, value, ok, want in (("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
                                   ("--top-p", ns.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
-                                  ("--max-new-tokens", ns.max_new_tokens, lambda v: v >= 1, ">= 1"),
                                   ("--workers", ns.workers, lambda v: v >= 1, ">= 1"),
                                   ("--verifier-timeout", ns.verifier_timeout, lambda v: v > 0, "> 0")):
         if value is not None and not ok(value):
@@ -828,15 +875,10 @@ def _add_eval_parser(sub) -> None:
     g.add_argument("--answer-field", help="--task jsonl: field holding the answer (default "
                                           "task.params.answer_field)")
     g.add_argument("--limit", type=int, help="only the first N problems (a later run without it continues)")
-    g = p.add_argument_group("model and sampling (flags win over the config's eval.* keys)")
-    g.add_argument("--model", help="model to evaluate (default: model.name from the config)")
-    g.add_argument("--n", type=int, help="samples per problem (default eval.n = 1)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default eval.temperature = 0.0)")
+    g = p.add_argument_group("model and sampling (flags win over the config's keys)")
+    for flag, (key, note) in EVAL_CONFIG_FLAGS.items():
+        _add_config_flag(g, flag, key, note)
     g.add_argument("--top-p", type=float, help="nucleus sampling mass (default 1.0)")
-    g.add_argument("--max-new-tokens", type=int, help="cap on tokens per sample (default eval.max_new_tokens = 64)")
-    g.add_argument("--seed", type=int, help="base seed; problem i uses seed + i (default eval.seed = 1234)")
-    g.add_argument("--system-prompt", help="system message for every problem (default task.system_prompt)")
-    g.add_argument("--threads", type=int, help="torch CPU threads for generation (default train.threads; 0: torch's)")
     g = p.add_argument_group("stored samples and scoring")
     g.add_argument("--samples", help="samples JSONL to create, resume or re-score "
                                      "(default runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl)")

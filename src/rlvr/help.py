@@ -26,7 +26,7 @@ from rlvr.config import ConfigModel, _section, _show, _type_name
 from rlvr.registry import Registry, first_sentence, plain_text
 
 __all__ = ["MAX_WIDTH", "help_width", "wrap", "Kind", "component_kinds", "settings_overview", "settings_reference",
-           "components_overview", "reference_markdown", "config_keys"]
+           "components_overview", "reference_markdown", "config_keys", "config_field"]
 
 MAX_WIDTH = 100
 PLUGIN_HINT = ("Components from other packages: --import MODULE, `plugins: [MODULE]` in the config, or an "
@@ -63,6 +63,14 @@ def _fields(cls: type[ConfigModel], prefix: str = ""):
         yield key, f, sub
         if sub is not None:
             yield from _fields(sub, key)
+
+
+def config_field(cls: type[ConfigModel], key: str):
+    """The pydantic field of the dotted ``key`` of ``cls`` (its annotation, default, doc and constraints)."""
+    for k, f, _ in _fields(cls):
+        if k == key:
+            return f
+    raise KeyError(f"{cls.__name__} has no key {key!r}")
 
 
 def config_keys(cls: type[ConfigModel]) -> list[str]:

@@ -81,7 +81,7 @@ def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequen
     bad = (~finite).nonzero().flatten().tolist()
     i = bad[0]
     s, v, r = samples[i], verdicts[i], float(rewards[i])
-    env_return = getattr(s, "reward", None)
+    env_return = s.reward
     if not _finite(v.score):
         src = f"the verifier (reward.verifier={verifier}) gave score {v.score}"
     elif env_return is not None and not _finite(env_return):

@@ -37,6 +37,23 @@ def test_a_planted_upward_import_breaks_the_contract(tmp_path):
     assert "rlvr.algorithms.kl -> rlvr.recipes.rl" in res.stdout
 
 
+def test_a_planted_run_model_import_or_recipe_cycle_breaks_its_contract(tmp_path):
+    """A layer below the recipes that imports the run model, and a recipe module importing one that imports it,
+    are each reported by their own contract."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    for rel, planted in (("rollout/collect.py", "from rlvr.recipes.config import RunConfig\n    return RunConfig"),
+                         ("recipes/rules.py", "from rlvr.recipes.rl import RLRecipe\n    return RLRecipe")):
+        target = src / "rlvr" / rel
+        target.write_text(target.read_text() + f"\n\ndef _planted():\n    {planted}\n")
+    res = _lint(src)
+    assert res.returncode != 0
+    out = " ".join(res.stdout.split())
+    assert "nothing below the recipes imports the run model (rlvr.recipes.config) BROKEN" in out
+    assert "rlvr.rollout.collect -> rlvr.recipes.config" in out
+    assert "the recipe modules import each other without a cycle BROKEN" in out
+
+
 # --------------------------------------------------------------------------- typed boundaries, short functions
 SRC = ROOT / "src" / "rlvr"
 ABOVE_THE_LAYERS = ("recipes", "cli.py", "help.py")  # what may read the run's config as a whole

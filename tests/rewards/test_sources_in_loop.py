@@ -106,7 +106,7 @@ def test_default_source_is_bit_identical_to_an_unset_source(tmp_path):
         assert torch.equal(s0.rewards, s1.rewards) and torch.equal(s0.advantages, s1.advantages)
         # today's reward: wrong_reward + (correct_reward - wrong_reward) * verdict (1 / 0 here)
         assert s0.rewards.tolist() == [float(v.correct) for v in ro.verdicts]
-    clean = lambda rs: [{k: v for k, v in r.items() if not any(t in k for t in ("time", "per_s", "rss"))}  # noqa
+    clean = lambda rs: [{k: v for k, v in r.items() if not any(t in k for t in ("time", "per_s", "rss", "verify_share"))}  # noqa
                         for r in rs]
     assert clean(rows0) == clean(rows1)
     assert not any(k.startswith(("ttrl/", "reward/", "process/", "rlpr/")) for k in rows0[0])

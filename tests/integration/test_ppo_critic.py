@@ -236,7 +236,13 @@ def test_ppo_with_a_lora_policy(tmp_path, tiny_tokenizer, layout):
     pytest.importorskip("peft")
     from safetensors.torch import load_file
 
-    from test_lora import _train
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(  # tests/models/test_lora.py, whichever tests are collected
+        "_lora_tests", Path(__file__).resolve().parents[1] / "models" / "test_lora.py")
+    lora_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lora_tests)
+    _train = lora_tests._train
 
     _train(tiny_tokenizer, tmp_path, "algorithm.advantage=gae", f"algorithm.value.critic={layout}",
            "algorithm.value.lr=1e-2")

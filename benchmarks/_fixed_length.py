@@ -44,7 +44,7 @@ def fixed_length_overrides(args, out: str) -> list[str]:
         f"rollout.group_size={args.group}", f"rollout.max_new_tokens={args.new_tokens}", "rollout.ignore_eos=true",
         "rollout.dtype=bfloat16", "algorithm.skip_zero_advantage=false", "train.micro_batch_size=16",
         "train.lr=3e-5", "train.warmup_steps=0", "train.save_every=0", "train.progress=false",
-        "eval.before_training=false", "eval.after_training=false", "task.num_train=200", "task.num_heldout=1",
+        "eval.before_training=false", "eval.after_training=false", "task.params.num_train=200", "task.num_heldout=1",
         f"model.device={getattr(args, 'device', 'cpu')}", f"model.name={args.model}"]
 
 

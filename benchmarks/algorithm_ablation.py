@@ -55,7 +55,7 @@ METHODS: dict[str, list[str]] = {
 DEFAULT_METHODS = ["grpo", "drgrpo", "dapo", "rloo", "gspo"]
 
 BASE = [
-    "task.name=arithmetic", "task.num_train=2000", "task.num_heldout=128",
+    "task.name=arithmetic", "task.params.num_train=2000", "task.num_heldout=128",
     "rollout.group_size=8", "rollout.max_new_tokens=40", "rollout.temperature=1.0", "rollout.dtype=bfloat16",
     "train.prompts_per_step=4", "train.micro_batch_size=16", "train.lr=5e-5", "train.warmup_steps=1",
     "train.autocast=bfloat16",

@@ -26,7 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = "[{max_value: 20, num_train: 300, num_heldout: 64}, {max_value: 50}, {max_value: 99}]"
-BASE = ["task.name=arithmetic", "task.num_train=2000", "task.num_heldout=256", f"curriculum.levels={LEVELS}",
+BASE = ["task.name=arithmetic", "task.params.num_train=2000", "task.num_heldout=256", f"curriculum.levels={LEVELS}",
         "rollout.group_size=8", "rollout.max_new_tokens=40", "rollout.temperature=1.0", "rollout.dtype=bfloat16",
         "train.prompts_per_step=8", "train.micro_batch_size=16", "train.lr=3e-5", "train.warmup_steps=2",
         "train.save_every=0", "train.progress=false", "eval.num_problems=256", "eval.temperature=0.0",

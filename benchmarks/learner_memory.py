@@ -99,7 +99,7 @@ def child(overrides: list[str], steps: int, prompts: int) -> None:
     times, m = [], {}
     for _ in range(steps):
         t0 = time.perf_counter()
-        m = update_policy(model, opt, batch, cfg)
+        m = update_policy(model, opt, batch, cfg.learner_settings())
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"rest_mb": rest, "peak_mb": peak, "step_s": times, "loss": m.get("loss"),

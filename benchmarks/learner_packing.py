@@ -78,7 +78,7 @@ def main() -> None:
             base.load_state_dict(state)  # every variant steps from the same weights
             opt = torch.optim.AdamW(base.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
             t0 = time.perf_counter()
-            metrics[v] = update_policy(base, opt, batch, cfg)
+            metrics[v] = update_policy(base, opt, batch, cfg.learner_settings())
             times[v].append(time.perf_counter() - t0)
             if getattr(base, "_rlvr_checkpointing", False):  # the next variant starts without checkpointing
                 (getattr(base, "activation_checkpointing_disable", None) or base.gradient_checkpointing_disable)()

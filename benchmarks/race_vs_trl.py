@@ -379,7 +379,7 @@ def train_trl(cfg, problems, verifier, out: Path, args) -> dict:
            else {"gradient_checkpointing": False}))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
                                   betas=tuple(tc.betas), weight_decay=tc.weight_decay)
-    scheduler = make_scheduler(optimizer, cfg)
+    scheduler = make_scheduler(optimizer, cfg.schedule_settings())
     acc = {"generate": 0.0, "reward": 0.0, "rollout": 0.0, "training_step": 0.0}
     seen = dict(acc)
     trl_logs: dict[int, dict] = {}  # TRL's own log row of each step (reward, lengths, its step_time)
@@ -482,7 +482,7 @@ def evaluate_all(cfg, problems, verifier, out: Path, trained: dict[str, dict], k
     heldout = problems[1]
     n = min(cfg.eval.num_problems, len(heldout))
     model, tok = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
-    engine = make_engine(cfg, model, tok)
+    engine = make_engine(model, tok, cfg.rollout, cfg.engine_context(), cfg.distributed)
 
     def cached(d: Path, tag: str) -> dict | None:
         f = d / f"eval_{tag}.json"

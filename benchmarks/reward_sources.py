@@ -45,8 +45,8 @@ BASE = ["rollout.group_size=8", "rollout.max_new_tokens=48", "rollout.temperatur
         "train.prompts_per_step=8", "train.micro_batch_size=16", "train.lr=3e-5", "train.warmup_steps=2",
         "train.save_every=0", "train.progress=false", "eval.num_problems=256", "eval.temperature=0.0",
         "eval.max_new_tokens=64"]
-TASKS = {"arith": ["task.name=arithmetic", "task.num_train=2000", "task.num_heldout=256"],
-         "hard": ["task.name=multiply", "task.params={a_digits: 2, b_digits: 1}", "task.num_train=148",
+TASKS = {"arith": ["task.name=arithmetic", "task.params.num_train=2000", "task.num_heldout=256"],
+         "hard": ["task.name=multiply", "task.params={a_digits: 2, b_digits: 1, num_train: 148}",
                   "task.num_heldout=256"]}
 ARMS = {
     "labelled": ("arith", []),

@@ -130,7 +130,7 @@ def model_dir(tmp_path_factory):
 
 def tiny_train(model_dir: Path, out: Path, *extra: str) -> list[str]:
     return ["train", f"model.name={model_dir}", f"train.output_dir={out}", "train.steps=2",
-            "train.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "task.num_train=8",
+            "train.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "task.params.num_train=8",
             "task.num_heldout=2", "train.micro_batch_size=4", "eval.before_training=false",
             "eval.after_training=false", "train.progress=false", "train.save_every=0", "train.threads=1", *extra]
 
@@ -177,7 +177,7 @@ CONFIG_CASES = [
     (["rollout.engine=hff"], r"rollout.engine: unknown .*'hff'.*did you mean 'hf'"),
     (["reward.source=majority"], r"unknown reward source 'majority'.*did you mean 'majority_vote'"),
     # task and environment options
-    (["task.name=jsonl"], r"task.path: task.name=jsonl reads a JSON-lines file: set task.path="),
+    (["task.name=jsonl"], r"task.path: task.name=jsonl reads its problems from task.path: set task.path="),
     (["task.name=jsonl", "task.path=/nonexistent/data.jsonl"], r"task.path: /nonexistent/data.jsonl: no such file"),
     (["env.name=retry", "env.params={attempts: 0}"], r"env.params.attempts must be >= 1, got 0"),
     (["env.name=test_three_turns", "env.params={size: 0}"], r"env.params: size must be >= 1, got 0"),

@@ -19,7 +19,7 @@ def _readme_block(title: str) -> str:
 def test_readme_python_api_example_runs(tmp_path, tiny_model_dir, monkeypatch):
     code = _readme_block("Python API")
     assert "rlvr.train(" in code and "rlvr.evaluate(" in code
-    tiny = [f"model.name={tiny_model_dir}", "task.num_train=8", "task.num_heldout=4", "train.prompts_per_step=2",
+    tiny = [f"model.name={tiny_model_dir}", "task.params.num_train=8", "task.num_heldout=4", "train.prompts_per_step=2",
             "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.max_new_tokens=4", "train.progress=false"]
     calls = {}
 

@@ -76,7 +76,7 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
              "runs/baseline": str(run)}  # `rlvr compare`: that sweep against itself
     args = [subst.get(a, str(ROOT / a) if a.startswith("configs/") else a) for a in args]
     if args[0] == "train" and "--help" not in args:
-        args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.num_train=8",
+        args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.params.num_train=8",
                  "task.num_heldout=4", "train.prompts_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=4",
                  "eval.num_problems=2", "eval.max_new_tokens=4", "train.progress=false", "train.save_every=1"]
     elif args[:2] == ["rm", "train"]:

@@ -110,9 +110,9 @@ def echo_task(count: int = 6, num_heldout: int = 2, seed: int = 0):
     return problems[:-num_heldout], problems[-num_heldout:]
 
 
-def counting_engine(model, tokenizer, cfg, *, tag: str = "x"):
+def counting_engine(model, tokenizer, ctx, *, tag: str = "x"):
     _count(f"engine:{tag}")
-    return hf_engine(model, tokenizer, cfg)
+    return hf_engine(model, tokenizer, ctx)
 
 
 @pytest.fixture

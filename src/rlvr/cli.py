@@ -140,7 +140,8 @@ def _load(args: list[str]):
 
 
 def _cmd_train(ns) -> int:
-    from rlvr.recipes.rl import TrainingInterrupted, train
+    from rlvr.recipes.rl import TrainingInterrupted
+    from rlvr.recipes.run import train
 
     overrides = list(ns.args)
     seeds = None
@@ -210,6 +211,50 @@ def _parse_ks(text: str | None) -> list[int] | None:
     return ks
 
 
+EVAL_CONFIG_FLAGS: dict[str, tuple[str, str]] = {
+    # rlvr eval's flags that stand for a config key: (the key, a note); each flag's type, range, default and help
+    # are the key's (the flag wins over the key)
+    "--model": ("model.name", "the model to evaluate"),
+    "--n": ("eval.n", ""),
+    "--temperature": ("eval.temperature", ""),
+    "--max-new-tokens": ("eval.max_new_tokens", ""),
+    "--seed": ("eval.seed", "problem i uses seed + i"),
+    "--system-prompt": ("task.system_prompt", ""),
+    "--threads": ("train.threads", "for generation"),
+}
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _add_config_flag(group, flag: str, key: str, note: str) -> None:
+    """``flag`` for the config ``key``: its type (int, float or str), and its doc and default as the help."""
+    import typing
+
+    from rlvr.help import config_field
+    from rlvr.recipes.config import RunConfig
+    from rlvr.registry import plain_text
+
+    f = config_field(RunConfig, key)
+    kinds = [t for t in (typing.get_args(f.annotation) or (f.annotation,)) if t is not type(None)]
+    kind = kinds[0] if len(kinds) == 1 and kinds[0] in (int, float, str) else str
+    doc = plain_text(f.description or "")
+    default = f.get_default(call_default_factory=True)
+    group.add_argument(flag, type=kind, dest=_dest(flag),
+                       help=f"{doc}{'; ' + note if note else ''} (default {key} = {default})")
+
+
+def _in_range(f, value) -> bool:
+    """``value`` within the numeric bounds (ge, gt, le, lt) of the config field ``f``."""
+    import operator
+
+    checks = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+    return all(check(value, getattr(m, bound)) for m in f.metadata for bound, check in checks.items()
+               if getattr(m, bound, None) is not None)
+
+
+
 def _eval_engine(cfg, model_name: str, system_prompt: str | None):
     """``(model, tokenizer) -> engine``: the engine ``rollout.engine`` names, built by the registry as ``rlvr train``
     builds it (``rollout.*`` options, ``rollout.engine_params``), on the evaluated model and system prompt."""
@@ -217,21 +262,25 @@ def _eval_engine(cfg, model_name: str, system_prompt: str | None):
 
     run = cfg.model_copy(update={"model": cfg.model.model_copy(update={"name": model_name}),
                                  "task": cfg.task.model_copy(update={"system_prompt": system_prompt})})
-    return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run, **cfg.rollout.engine_params)
+    return lambda model, tok: build_engine(cfg.rollout.engine, model, tok, run.engine_context(),
+                                           **cfg.rollout.engine_params)
 
 
 def _check_eval_flags(ns) -> None:
     """``rlvr eval``'s flags, checked before any model loads (each error names its flag)."""
-    from rlvr.config import ConfigError
+    from rlvr.config import ConfigError, value_range
+    from rlvr.help import config_field
+    from rlvr.recipes.config import RunConfig
     from rlvr.verifiers import VERIFIERS
 
     if ns.verifier is not None:
         VERIFIERS.entry(ns.verifier, key="--verifier")
-    for flag, value, ok, want in (("--n", ns.n, lambda v: v >= 1, ">= 1"),
-                                  ("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
-                                  ("--temperature", ns.temperature, lambda v: v >= 0, ">= 0"),
+    for flag, (key, _) in EVAL_CONFIG_FLAGS.items():  # the range of the key the flag overrides
+        value = getattr(ns, _dest(flag))
+        if value is not None and not _in_range(config_field(RunConfig, key), value):
+            raise ConfigError(f"{flag}: must be {value_range(config_field(RunConfig, key))}, got {value}")
+    for flag, value, ok, want in (("--limit", ns.limit, lambda v: v >= 1, ">= 1"),
                                   ("--top-p", ns.top_p, lambda v: 0 < v <= 1, "in (0, 1]"),
-                                  ("--max-new-tokens", ns.max_new_tokens, lambda v: v >= 1, ">= 1"),
                                   ("--workers", ns.workers, lambda v: v >= 1, ">= 1"),
                                   ("--verifier-timeout", ns.verifier_timeout, lambda v: v > 0, "> 0")):
         if value is not None and not ok(value):
@@ -240,22 +289,28 @@ def _check_eval_flags(ns) -> None:
         raise ConfigError("--path: --task jsonl needs --path FILE.jsonl (a JSON-lines file)")
 
 
+def _eval_problems(ns, cfg) -> tuple[str, list]:
+    """``(task name, problems)``: the ``--task`` benchmark or file, else the held-out split of the config's task."""
+    from rlvr.evaluate.pipeline import load_problems
+
+    if ns.task:
+        params = cfg.task.params
+        return ns.task, load_problems(ns.task, ns.path or cfg.task.path,
+                                      prompt_field=ns.prompt_field or params.get("prompt_field", "prompt"),
+                                      answer_field=ns.answer_field or params.get("answer_field", "answer"))
+    from rlvr.tasks.registry import build_task  # what `rlvr train` evaluates
+
+    return cfg.task.name, build_task(cfg.task)[1][: cfg.eval.num_problems]
+
+
 def _cmd_eval(ns) -> int:
-    from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, load_problems, run_eval
+    from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, run_eval
 
     _check_eval_flags(ns)
     cfg = _load(list(ns.args))
     model_name = ns.model or cfg.model.name
     try:
-        if ns.task:
-            task = ns.task
-            problems = load_problems(task, ns.path or cfg.task.path, prompt_field=ns.prompt_field or cfg.task.prompt_field,
-                                     answer_field=ns.answer_field or cfg.task.answer_field)
-        else:  # the held-out split of the configured task (what `rlvr train` evaluates)
-            from rlvr.tasks.registry import build_task
-
-            task = cfg.task.name
-            problems = build_task(cfg.task)[1][: cfg.eval.num_problems]
+        task, problems = _eval_problems(ns, cfg)
     except ValueError as e:  # also DatasetError (file:line) and ModelNotFoundError
         print(f"rlvr: error: {e}", file=sys.stderr)
         return 2
@@ -342,7 +397,7 @@ Samples are generated once with the training rollout engine, built from the
 config as `rlvr train` builds it: rollout.engine=hf (the default; on a GPU,
 rollout.engine_params={decode: compiled} replays its decode step as a CUDA
 graph, and {share_prefix: 16} prefills the prompts' common prefix once) or
-rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.vllm_* options), and
+rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.engine_params), and
 stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
 is given). Each problem draws from its own generator seeded with seed + its
@@ -815,18 +870,15 @@ def _add_eval_parser(sub) -> None:
                    help="benchmark to evaluate on (default: the held-out split of the config's task); humaneval "
                         "needs pip install 'rlvr[code]'")
     g.add_argument("--path", help="data file: the JSONL for --task jsonl, or a replacement benchmark file")
-    g.add_argument("--prompt-field", help="--task jsonl: field holding the prompt (default task.prompt_field)")
-    g.add_argument("--answer-field", help="--task jsonl: field holding the answer (default task.answer_field)")
+    g.add_argument("--prompt-field", help="--task jsonl: field holding the prompt (default "
+                                          "task.params.prompt_field)")
+    g.add_argument("--answer-field", help="--task jsonl: field holding the answer (default "
+                                          "task.params.answer_field)")
     g.add_argument("--limit", type=int, help="only the first N problems (a later run without it continues)")
-    g = p.add_argument_group("model and sampling (flags win over the config's eval.* keys)")
-    g.add_argument("--model", help="model to evaluate (default: model.name from the config)")
-    g.add_argument("--n", type=int, help="samples per problem (default eval.n = 1)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default eval.temperature = 0.0)")
+    g = p.add_argument_group("model and sampling (flags win over the config's keys)")
+    for flag, (key, note) in EVAL_CONFIG_FLAGS.items():
+        _add_config_flag(g, flag, key, note)
     g.add_argument("--top-p", type=float, help="nucleus sampling mass (default 1.0)")
-    g.add_argument("--max-new-tokens", type=int, help="cap on tokens per sample (default eval.max_new_tokens = 64)")
-    g.add_argument("--seed", type=int, help="base seed; problem i uses seed + i (default eval.seed = 1234)")
-    g.add_argument("--system-prompt", help="system message for every problem (default task.system_prompt)")
-    g.add_argument("--threads", type=int, help="torch CPU threads for generation (default train.threads; 0: torch's)")
     g = p.add_argument_group("stored samples and scoring")
     g.add_argument("--samples", help="samples JSONL to create, resume or re-score "
                                      "(default runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl)")

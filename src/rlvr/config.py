@@ -25,7 +25,8 @@ field never takes NaN or infinity.
 
 Mistakes raise :class:`ConfigError` naming the file (and line) or override, the dotted
 key, the expected type or range and what was given, with a "did you mean" for misspelt
-keys; every bad key of a file or of the overrides is reported, one per line.
+keys; every bad key of a file or of the overrides is reported, one per line.  A key that moved is refused
+with its new place: a section lists them in its ``moved`` class attribute (``{"old_field": "new.dotted.key"}``).
 :func:`save_config` writes YAML that ``load_config`` reads back to an equal object.
 """
 
@@ -36,7 +37,7 @@ import re
 import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -140,6 +141,10 @@ class ConfigModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, validate_default=False, allow_inf_nan=False)
 
+    moved: ClassVar[dict[str, str]] = {}
+    """Former fields of this section and where their setting lives now (``{"old": "section.new_key ..."}``): a
+    config that still sets one is refused with that message."""
+
     @model_validator(mode="before")
     @classmethod
     def _numbers(cls, data: Any) -> Any:
@@ -199,8 +204,10 @@ def _type_at(cls: type[ConfigModel], loc: Sequence[Any]) -> Any:
     return members[0] if len(members) == 1 else tp  # X | None: X's own name once the value is not None
 
 
-def _unknown(prefix: str, name: str, known: Sequence[str]) -> str:
+def _unknown(prefix: str, name: str, known: Sequence[str], section: type[ConfigModel] | None = None) -> str:
     key = f"{prefix}.{name}" if prefix else name
+    if section is not None and name in getattr(section, "moved", {}):
+        return f"{key}: moved to {section.moved[name]}"
     where = f"in '{prefix}'" if prefix else "at top level"
     msg = f"unknown config key '{key}' (known keys {where}: {', '.join(sorted(known))})"
     close = difflib.get_close_matches(name, list(known), n=1)
@@ -224,7 +231,7 @@ def _explain_one(cls: type[ConfigModel], e: Mapping[str, Any]) -> tuple[list[Any
     if e["type"] == "extra_forbidden":
         section, _ = _field_at(cls, strs)
         if section is not None:
-            return loc, _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields))
+            return loc, _unknown(".".join(strs[:-1]), strs[-1], list(section.model_fields), section)
     if e["type"] == "value_error":  # a check() hook: the message names its keys
         msg = str(e.get("ctx", {}).get("error", e["msg"]))
         if _KEYED.match(msg):  # "section.key: why" already
@@ -373,7 +380,7 @@ def _apply_override(cls: type[ConfigModel], data: dict, item: str) -> dict:
         if section is None:  # the previous part was a dict field: this is one of its keys
             break
         if p not in section.model_fields:
-            raise ConfigError(f"override {item!r}: {_unknown(prefix, p, list(section.model_fields))}")
+            raise ConfigError(f"override {item!r}: {_unknown(prefix, p, list(section.model_fields), section)}")
         tp = section.model_fields[p].annotation
         prefix = f"{prefix}.{p}" if prefix else p
         if i < len(parts) - 1:

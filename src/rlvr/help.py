@@ -26,7 +26,7 @@ from rlvr.config import ConfigModel, _section, _show, _type_name
 from rlvr.registry import Registry, first_sentence, plain_text
 
 __all__ = ["MAX_WIDTH", "help_width", "wrap", "Kind", "component_kinds", "settings_overview", "settings_reference",
-           "components_overview", "reference_markdown", "config_keys"]
+           "components_overview", "reference_markdown", "config_keys", "config_field"]
 
 MAX_WIDTH = 100
 PLUGIN_HINT = ("Components from other packages: --import MODULE, `plugins: [MODULE]` in the config, or an "
@@ -63,6 +63,14 @@ def _fields(cls: type[ConfigModel], prefix: str = ""):
         yield key, f, sub
         if sub is not None:
             yield from _fields(sub, key)
+
+
+def config_field(cls: type[ConfigModel], key: str):
+    """The pydantic field of the dotted ``key`` of ``cls`` (its annotation, default, doc and constraints)."""
+    for k, f, _ in _fields(cls):
+        if k == key:
+            return f
+    raise KeyError(f"{cls.__name__} has no key {key!r}")
 
 
 def config_keys(cls: type[ConfigModel]) -> list[str]:
@@ -138,6 +146,8 @@ def component_kinds() -> list[Kind]:
     from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
     from rlvr.engines.registry import ENGINES
     from rlvr.envs import ENVIRONMENTS
+    from rlvr.learner.passes import POLICY_INPUTS
+    from rlvr.rewards.shaping import REWARD_SHAPING
     from rlvr.rewards.sources import REWARD_SOURCES
     from rlvr.tasks.registry import TASKS
     from rlvr.verifiers import VERIFIERS
@@ -148,6 +158,10 @@ def component_kinds() -> list[Kind]:
         Kind("environments", "env.name (options in env.params)", ENVIRONMENTS),
         Kind("verifiers", "reward.verifier (options in reward.verifier_params)", VERIFIERS),
         Kind("reward sources", "reward.source (options in reward.source_params)", REWARD_SOURCES),
+        Kind("policy passes", "what a reward source tagged policy needs (filled by the entry tagged with it)",
+             POLICY_INPUTS),
+        Kind("reward shaping terms", "reward.shaping (a mapping {name: {options}}, applied in the order listed)",
+             REWARD_SHAPING),
         Kind("step-reward transforms", "reward.process_transforms (items: a name or {name: {options}})",
              STEP_TRANSFORMS),
         Kind("process credit assignment", "reward.process_credit (options in reward.process_credit_params)",

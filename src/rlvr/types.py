@@ -130,13 +130,18 @@ class Sample:
     """Multi-turn episodes: 1 for each of ``completion_ids`` the policy sampled, 0 for the environment's
     (tool results, feedback, chat-template turn markers; their ``logprobs`` are 0).  None: all sampled."""
     info: dict[str, Any] = field(default_factory=dict)
-    """Episode facts: ``turns``, ``reward`` (the environment's return), ``turn_ends`` (index in
+    """Episode facts: ``turns``, ``turn_ends`` (index in
     ``completion_ids`` after each policy turn), ``turn_rewards``, tool-call counts, ``end`` (why it ended);
     with guidance (:mod:`rlvr.rollout.guidance`) ``guidance`` ("hint" or "demo"), ``hint_tokens``, ``hint_text``
     and ``off_policy`` (True for a demonstration, whose ``logprobs`` are 0: behaviour probability 1)."""
     image_inputs: ImageInputs | None = None
     """The prompt's image inputs (a problem with images sampled by a vision-language policy), which the
     learner's forward pass needs with ``prompt_ids``; None for text."""
+    verdict: Verdict | None = None
+    """The verifier's (or environment's) verdict on the episode's final answer; None until it is scored."""
+    reward: float | None = None
+    """The episode's return from its environment (the sum of its turn rewards; for one verified turn the
+    verdict's score), before the reward pipeline scales and shapes it; None until it is scored."""
 
     @property
     def num_tokens(self) -> int:

@@ -46,11 +46,12 @@ def right(completion: str, reference: str) -> Verdict:
 def test_dynamic_sampling_drops_an_all_correct_group_whose_shaped_rewards_differ():
     tok = make_tokenizer()
     cfg = load_config(RunConfig, None, ["train.prompts_per_step=2", f"rollout.group_size={G}",
-                                        "rollout.max_new_tokens=12", "reward.overlong_cache_len=6",
+                                        "rollout.max_new_tokens=12", "reward.shaping={overlong: {cache_len: 6}}",
                                         "algorithm.dynamic_sampling=true", "algorithm.max_sampling_rounds=2"])
     problems = [Problem("easy", prompt="1+1?", answer="2"), Problem("mixed", prompt="2+2?", answer="4")]
-    samples, verdicts, rewards, rounds, _, generated = collect_rollouts(
-        Fixed(tok), PromptSampler(problems, seed=0), right, SamplingParams(n=G, max_new_tokens=12), cfg, 0)
+    ro = collect_rollouts(Fixed(tok), PromptSampler(problems, seed=0), right, SamplingParams(n=G, max_new_tokens=12),
+                          cfg.collect_settings(), 0)
+    samples, verdicts, rewards, rounds, generated = ro.samples, ro.verdicts, ro.rewards, ro.rounds, ro.generated
     # the easy group's rewards differ (lengths 6..9 past the 12 - 6 = 6 threshold are punished) ...
     easy = torch.tensor([1.0 - max(0, n - 6) / 6 for n in (6, 7, 8, 9)])
     assert len(set(easy.tolist())) == 4

@@ -43,7 +43,7 @@ def test_eval_on_jsonl_task_writes_json(tmp_path, tiny_model_dir, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"q": f"{i}+0", "a": str(i)}) + "\n" for i in range(6)))
     out = tmp_path / "res.json"
-    rc = main(["eval", "task.name=jsonl", f"task.path={data}", "task.prompt_field=q", "task.answer_field=a",
+    rc = main(["eval", "task.name=jsonl", f"task.path={data}", "task.params={prompt_field: q, answer_field: a}",
                "task.num_heldout=4", "eval.max_new_tokens=4", "--model", str(tiny_model_dir), "--output", str(out)])
     assert rc == 0
     res = json.loads(out.read_text())

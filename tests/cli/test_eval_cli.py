@@ -140,9 +140,9 @@ def test_eval_samples_with_the_configured_rollout_engine(tmp_path, tiny_model_di
     built = []
     real_hf = ENGINES.get("hf")
 
-    def fake_vllm(model, tokenizer, cfg):  # stands in for vLLM: records what it was built from
-        built.append((cfg.model.name, cfg.task.system_prompt, cfg.rollout.batch_size))
-        return real_hf(model, tokenizer, cfg)
+    def fake_vllm(model, tokenizer, ctx):  # stands in for vLLM: records what it was built from
+        built.append((ctx.model_name, ctx.system_prompt, ctx.batch_size))
+        return real_hf(model, tokenizer, ctx)
 
     monkeypatch.setitem(ENGINES._entries, "vllm", dataclasses.replace(ENGINES._entries["vllm"], obj=fake_vllm))
     rc = main(_args(tmp_path, tiny_model_dir, "--limit", "2", "--system-prompt", "Be brief.",

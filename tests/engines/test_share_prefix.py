@@ -145,8 +145,8 @@ def test_the_share_prefix_option_is_checked_and_reaches_every_engine_builder(tin
     with pytest.raises(ConfigError, match="rollout.engine_params.share_prefix"):
         load_config(RunConfig, None, ["rollout.engine_params={share_prefix: -1}"])
     cfg = load_config(RunConfig, None, ["rollout.engine_params={share_prefix: 16}"])
-    assert hf_options(cfg) == {"share_prefix": 16}
-    assert build_engine("hf", model, tiny_tokenizer, cfg, **cfg.rollout.engine_params).share_prefix == 16
+    assert hf_options(cfg.rollout.engine, cfg.rollout.engine_params) == {"share_prefix": 16}
+    assert build_engine("hf", model, tiny_tokenizer, cfg.engine_context(), **cfg.rollout.engine_params).share_prefix == 16
     worker = RolloutWorker(EngineSpec(engine="hf", tokenizer=tiny_tokenizer, model_config=model.config,
-                                      hf_kwargs=hf_options(cfg)))
+                                      hf_kwargs=hf_options(cfg.rollout.engine, cfg.rollout.engine_params)))
     assert worker.engine.share_prefix == 16

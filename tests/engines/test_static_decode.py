@@ -183,10 +183,10 @@ def test_the_decode_option_reaches_every_place_that_builds_an_hf_engine(tiny_tok
     from rlvr.recipes.config import RunConfig
 
     cfg = load_config(RunConfig, None, ["rollout.engine_params={decode: static}"])
-    assert hf_options(cfg) == {"decode": "static"}
-    assert hf_options(load_config(RunConfig, None, [])) == {}
+    assert hf_options(cfg.rollout.engine, cfg.rollout.engine_params) == {"decode": "static"}
+    assert hf_options("hf", load_config(RunConfig, None, []).rollout.engine_params) == {}
     model = make_model(tiny_tokenizer)
-    assert build_engine("hf", model, tiny_tokenizer, cfg, **cfg.rollout.engine_params).decode == "static"
+    assert build_engine("hf", model, tiny_tokenizer, cfg.engine_context(), **cfg.rollout.engine_params).decode == "static"
     worker = RolloutWorker(EngineSpec(engine="hf", tokenizer=tiny_tokenizer, model_config=model.config,
-                                      hf_kwargs=hf_options(cfg)))
+                                      hf_kwargs=hf_options(cfg.rollout.engine, cfg.rollout.engine_params)))
     assert worker.engine.decode == "static"

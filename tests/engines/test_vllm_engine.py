@@ -212,14 +212,18 @@ def test_make_engine_picks_the_configured_engine(monkeypatch, tiny_tokenizer):
     from rlvr.recipes.config import RunConfig
 
     model = make_model(tiny_tokenizer)
-    eng = make_engine(load_config(RunConfig, None, ["rollout.batch_size=7"]), model, tiny_tokenizer)
+    def make(*overrides):
+        cfg = load_config(RunConfig, None, list(overrides))
+        return make_engine(model, tiny_tokenizer, cfg.rollout, cfg.engine_context(), cfg.distributed)
+
+    eng = make("rollout.batch_size=7")
     assert isinstance(eng, HFEngine) and eng.model is model and eng.batch_size == 7
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ImportError, match=r"rlvr\[gpu\]"):
-        make_engine(load_config(RunConfig, None, ["rollout.engine=vllm"]), model, tiny_tokenizer)
+        make("rollout.engine=vllm")
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"rlvr\[distributed\]"):
-        make_engine(load_config(RunConfig, None, ["distributed.backend=ray"]), model, tiny_tokenizer)
+        make("distributed.backend=ray")
 
 
 # ------------------------------------------------------- real vLLM (optional extra)

@@ -73,11 +73,11 @@ def test_episodes_get_feedback_and_discounted_rewards(workers):
     eng = ScriptedEngine(tok, script)
     groups = run_episodes(eng, _env(workers=workers), problems, SamplingParams(n=2, max_new_tokens=64))
     got = {g[0].problem_id: g for g in groups}
-    assert [s.info["reward"] for s in got["first"]] == [1.0, 1.0]
-    assert [s.info["reward"] for s in got["second"]] == [0.5, 0.5]
-    assert [s.info["reward"] for s in got["third"]] == [0.25, 0.25]
-    assert [s.info["reward"] for s in got["never"]] == [0.0, 0.0]  # three attempts, all wrong
-    assert got["never"][0].info["verdict"].reason.startswith("wrong answer")
+    assert [s.reward for s in got["first"]] == [1.0, 1.0]
+    assert [s.reward for s in got["second"]] == [0.5, 0.5]
+    assert [s.reward for s in got["third"]] == [0.25, 0.25]
+    assert [s.reward for s in got["never"]] == [0.0, 0.0]  # three attempts, all wrong
+    assert got["never"][0].verdict.reason.startswith("wrong answer")
     assert [s.info["turns"] for g in groups for s in g[:1]] == [1, 2, 3, 3]
     # token in, token out: the policy's ids keep their log-probs, the feedback's ids are masked with 0
     s = got["second"][0]
@@ -115,9 +115,9 @@ def test_an_environment_that_raises_ends_only_its_episode(monkeypatch, caplog):
     groups = run_episodes(ScriptedEngine(tok, script), env, problems, SamplingParams(n=2, max_new_tokens=64))
     got = {g[0].problem_id: g for g in groups}
     assert len(raised) == 2
-    assert all(s.info["reward"] == 0.0 and "environment error: RuntimeError: sandbox exploded"
-               in s.info["verdict"].reason for s in got["bad"])
-    assert [s.info["reward"] for s in got["good"]] == [0.5, 0.5] and [s.info["reward"] for s in got["fine"]] == [1, 1]
+    assert all(s.reward == 0.0 and "environment error: RuntimeError: sandbox exploded"
+               in s.verdict.reason for s in got["bad"])
+    assert [s.reward for s in got["good"]] == [0.5, 0.5] and [s.reward for s in got["fine"]] == [1, 1]
     assert "sandbox exploded" in caplog.text
 
 

@@ -74,7 +74,7 @@ def _curriculum_run(out, *extra):
     model = make_model(__import__("conftest").make_tokenizer())
     return model, train(_cfg(out, "curriculum.levels=[{max_value: 9}, {max_value: 30}, {max_value: 300}]",
                              "curriculum.window=2", "curriculum.min_groups=2", "curriculum.low=0.0",
-                             "curriculum.high=0.01", "task.num_train=30", "task.num_heldout=5", *extra),
+                             "curriculum.high=0.01", "task.params.num_train=30", "task.num_heldout=5", *extra),
                         model=model, tokenizer=__import__("conftest").make_tokenizer(), verifier=_parity)
 
 
@@ -93,8 +93,13 @@ def test_curriculum_logs_its_level_every_step_and_resumes_exactly(tmp_path):
 
 
 def test_curriculum_levels_are_checked_when_the_config_loads(tmp_path):
+    small = ["task.params.num_train=4", "task.num_heldout=2"]  # 1..3 + 1..3 holds 9 distinct expressions
     with pytest.raises(ValueError, match=r"curriculum.levels\[1\]"):
-        _cfg(tmp_path, "curriculum.levels=[{max_value: 3}, {max_valu: 30}]")
+        _cfg(tmp_path, *small, "curriculum.levels=[{max_value: 3}, {max_valu: 30}]")
+    # a level whose expression space cannot hold the train and held-out problems fails at load, not when reached
+    with pytest.raises(ValueError, match=r"curriculum.levels\[1\]: the arithmetic spec allows only 4 distinct "
+                                         r"expressions but num_train \+ num_heldout = 6"):
+        _cfg(tmp_path, *small, "curriculum.levels=[{max_value: 3}, {max_value: 2}]")
     with pytest.raises(ValueError, match="start_level / eval_level"):
         _cfg(tmp_path, "curriculum.levels=[{max_value: 3}]", "curriculum.start_level=2")
 

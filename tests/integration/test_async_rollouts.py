@@ -61,14 +61,15 @@ def test_every_prompt_once_and_staleness_at_most_k(tmp_path, tiny_tokenizer, k=2
     gen = torch.Generator().manual_seed(0)
     params = SamplingParams(n=2, max_new_tokens=4)
     seen, versions = [], []
-    with AsyncRollouts(model, tiny_tokenizer, problems, params, cfg, verifier=parity_verifier, dfilter=None,
+    with AsyncRollouts(model, tiny_tokenizer, problems, params, cfg.generator_settings(), verifier=parity_verifier,
+                       dfilter=None,
                        start=0, end=steps, max_ahead=k, data_position=0, generator_state=gen.get_state()) as w:
         for step in range(steps):
             rb = w.get(step)
             assert rb.index == step and 0 <= rb.staleness <= k
             assert rb.state["data_position"] == (step + 1) * P
-            assert rb.rewards.shape == (P * 2,) and rb.peak_rss_mb > 0 and rb.gen_time > 0
-            seen += [s.problem_id for s in rb.samples[::2]]
+            assert rb.rollouts.rewards.shape == (P * 2,) and rb.peak_rss_mb > 0 and rb.gen_time > 0
+            seen += [s.problem_id for s in rb.rollouts.samples[::2]]
             versions.append(rb.version)
             with torch.no_grad():
                 model.model.norm.weight.add_(1.0)  # "an update"
@@ -90,13 +91,14 @@ def test_worker_errors_reach_the_learner(tmp_path, tiny_tokenizer):
     cfg = _cfg(tmp_path)
     cfg.reward.verifier = "no_such_verifier"  # forced past validation: the worker process fails on it
     model = make_model(tiny_tokenizer)
-    with AsyncRollouts(model, tiny_tokenizer, _problems(4), SamplingParams(n=2, max_new_tokens=2), cfg,
-                       verifier=None, dfilter=None, start=0, end=2, max_ahead=1, data_position=0,
+    with AsyncRollouts(model, tiny_tokenizer, _problems(4), SamplingParams(n=2, max_new_tokens=2),
+                       cfg.generator_settings(), verifier=None, dfilter=None, start=0, end=2, max_ahead=1, data_position=0,
                        generator_state=torch.Generator().get_state()) as w:
         with pytest.raises(RuntimeError, match="(?s)rollout process failed.*no_such_verifier"):
             w.get(0)
     with pytest.raises(ValueError, match="picklable"):
-        AsyncRollouts(model, tiny_tokenizer, _problems(4), SamplingParams(), cfg, verifier=lambda c, r: None,
+        AsyncRollouts(model, tiny_tokenizer, _problems(4), SamplingParams(), cfg.generator_settings(),
+                      verifier=lambda c, r: None,
                       dfilter=None, start=0, end=1, max_ahead=0, data_position=0,
                       generator_state=torch.Generator().get_state())
 

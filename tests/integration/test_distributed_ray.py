@@ -71,7 +71,7 @@ def test_default_path_imports_neither_ray_nor_vllm():
 def test_config_section():
     cfg = load_config(RunConfig, None, ["distributed.backend=ray", "distributed.num_rollout_workers=4",
                                         "distributed.placement_strategy=SPREAD", "rollout.engine=vllm",
-                                        "rollout.vllm_sleep=true"])
+                                        "rollout.engine_params={sleep: true}"])
     assert (cfg.distributed.backend, cfg.distributed.num_rollout_workers) == ("ray", 4)
     with pytest.raises(ValueError, match="num_rollout_workers"):
         load_config(RunConfig, None, ["distributed.backend=ray", "distributed.num_rollout_workers=0"])

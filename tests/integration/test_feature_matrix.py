@@ -19,7 +19,7 @@ from rlvr.algorithms import ADVANTAGE_ESTIMATORS
 from rlvr.config import ConfigError, load_config
 from rlvr.trackers import read_metrics
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import train
+from rlvr.recipes.run import train
 from rlvr.types import Problem, Verdict
 
 # options some estimators need here: required ones (the registry refuses them without), and pass@k's k,

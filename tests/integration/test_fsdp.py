@@ -103,7 +103,7 @@ def _reference_step(cfg: RunConfig, batch: Batch, seed: int = 0) -> dict:
     """One-process update_policy on the whole batch: gradients, updated weights, diagnostics."""
     model = _model(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    out = update_policy(model, opt, batch, cfg)
+    out = update_policy(model, opt, batch, cfg.learner_settings())
     return {"grads": {n: p.grad.clone() for n, p in model.named_parameters()},
             "weights": {k: v.clone() for k, v in model.state_dict().items()}, "metrics": out}
 
@@ -115,7 +115,7 @@ def _sharded_step(rank: int, world: int, cfg: RunConfig, batch: Batch, *, seed: 
     model = shard_model(_model(seed), mixed_precision=mixed_precision,
                         activation_checkpointing=activation_checkpointing)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    out = fsdp_update_policy(model, opt, shard_rows(batch, rank, world), cfg)
+    out = fsdp_update_policy(model, opt, shard_rows(batch, rank, world), cfg.learner_settings())
     grads = {_clean(n): p.grad.full_tensor() for n, p in model.named_parameters()}
     return model, opt, grads, out
 
@@ -166,7 +166,7 @@ def _worker_mini_batches(rank, world, cfg, batch, ref):
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     mine = torch.arange(rank * 4, rank * 4 + 4)  # rank 0: rows 0-3, rank 1: rows 4-7
     out = fsdp_update_policy(model, opt, type(batch)(**{k: None if v is None else v[mine]
-                                                         for k, v in vars(batch).items()}), cfg)
+                                                         for k, v in vars(batch).items()}), cfg.learner_settings())
     grads = {_clean(n): p.grad.full_tensor() for n, p in model.named_parameters()}
     _assert_close_dicts(grads, ref["grads"], TOL, "last mini-batch's gradient")
     _assert_close_dicts(export_full_state_dict(model, rank0_only=False), ref["weights"], 1e-5, "weights")
@@ -211,7 +211,7 @@ def _worker_save(rank, world, cfg, batch, out_dir, ref_path):
     from rlvr.learner.update import make_scheduler
 
     model, opt, _, _ = _sharded_step(rank, world, cfg, batch)
-    sched = make_scheduler(opt, cfg)
+    sched = make_scheduler(opt, cfg.schedule_settings())
     sched.step()
     path = save_checkpoint_sharded(out_dir, 1, model, opt, sched, {"data_position": 7}, tokenizer=make_tokenizer(),
                                    hf_export=True)
@@ -237,7 +237,7 @@ def test_checkpoint_saved_on_two_ranks_loads_in_one_process(tmp_path):
 
     model = _model(seed=1)  # different initial weights: the load must overwrite them
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    sched = make_scheduler(opt, cfg)
+    sched = make_scheduler(opt, cfg.schedule_settings())
     state = load_checkpoint_sharded(ckpt, model, opt, sched)
     assert state["step"] == 1 and state["data_position"] == 7 and state["world_size"] == 2
     assert sched.last_epoch == 1
@@ -268,7 +268,7 @@ def _worker_load_and_step(rank, world, cfg, batch, ckpt, ref_path):
     if rank == 0:
         _assert_close_dicts(optim, ref["optim"], 0, "AdamW state 1 -> 2")
     # resuming continues exactly like the one-process run would
-    fsdp_update_policy(model, opt, shard_rows(batch, rank, world), cfg)
+    fsdp_update_policy(model, opt, shard_rows(batch, rank, world), cfg.learner_settings())
     _assert_close_dicts(export_full_state_dict(model, rank0_only=False), ref["next_weights"], 1e-5, "next step")
 
 
@@ -280,12 +280,12 @@ def test_checkpoint_saved_in_one_process_resumes_on_two_ranks(tmp_path):
     cfg, batch, batch2 = _cfg(), _batch(), _batch(seed=1)
     model = _model()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    update_policy(model, opt, batch, cfg)
+    update_policy(model, opt, batch, cfg.learner_settings())
     ckpt = save_checkpoint_sharded(tmp_path / "run", 1, model, opt)
     _, osd = get_state_dict(model, opt)
     optim = {f"{k}.{s}": torch.as_tensor(v).clone() for k, st in osd["state"].items() for s, v in st.items()}
     weights = copy.deepcopy(model.state_dict())
-    update_policy(model, opt, batch2, cfg)
+    update_policy(model, opt, batch2, cfg.learner_settings())
     torch.save({"weights": weights, "optim": optim, "next_weights": model.state_dict()}, tmp_path / "ref.pt")
     _spawn(tmp_path, 2, _worker_load_and_step, cfg, batch2, ckpt, tmp_path / "ref.pt")
 
@@ -338,7 +338,7 @@ def _recipe_cfg(out: Path, *extra: str) -> RunConfig:
 
 
 def _worker_recipe(rank, world, out, extra):
-    from rlvr.recipes.rl import train
+    from rlvr.recipes.run import train
     from rlvr.types import Problem
 
     problems = [Problem(id=f"t{i}", prompt=f"What is {i} + {i + 1}?", answer=str(2 * i + 1)) for i in range(10)]

@@ -52,7 +52,7 @@ def test_the_docs_plugin_installs_and_trains_from_the_cli(tmp_path, tiny_model_d
     run = tmp_path / "run"
     res = _rlvr(site, tmp_path, "train", "task.name=guess_targets", "reward.verifier=last_integer",
                 "env.name=guess_number", "env.params={max_guesses: 2}", f"model.name={tiny_model_dir}",
-                f"train.output_dir={run}", "train.steps=2", "task.num_train=8", "task.num_heldout=4",
+                f"train.output_dir={run}", "train.steps=2", "task.params.num_train=8", "task.num_heldout=4",
                 "train.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.num_problems=2",
                 "eval.max_new_tokens=4", "train.progress=false", "train.threads=1")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]

@@ -45,7 +45,7 @@ def test_values_are_read_at_the_position_before_each_token(tiny_tokenizer, layou
     samples = _samples()
     batch = collate(samples, torch.zeros(3), pad_id=0)
     cfg = _cfg(Path("/tmp"), "train.micro_batch_size=2")
-    values = _critic_values(critic, model, batch, cfg, CPU)
+    values = _critic_values(critic, model, batch, cfg.learner_settings(), CPU)
     assert values.shape == batch.input_ids.shape
     assert torch.all(values[batch.completion_mask == 0] == 0)
     w, b = critic.head.weight[0], critic.head.bias[0]
@@ -82,7 +82,7 @@ def _ppo_batch(critic, model, cfg, rewards=(1.0, 0.0, 1.0), advantages=None):
     with torch.no_grad():  # on-policy old log-probs, so the first epoch has ratio 1
         logp, _ = policy_logprobs(model, batch.input_ids, batch.attention_mask, start)
     batch.sampler_logprobs[:, start:] = logp * batch.completion_mask[:, start:]
-    batch.values = _critic_values(critic, model, batch, cfg, CPU)
+    batch.values = _critic_values(critic, model, batch, cfg.learner_settings(), CPU)
     adv, batch.returns = ppo_gae_advantages(torch.tensor(rewards), batch.values, batch.completion_mask, lam=0.9)
     batch.advantages = adv if advantages is None else advantages
     return batch
@@ -99,7 +99,7 @@ def test_first_value_loss_is_the_hand_computed_clipped_mse(tiny_tokenizer):
     want = 0.5 * ((batch.values - batch.returns)[m] ** 2).mean()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     copt = torch.optim.SGD(critic.parameters(), lr=0.0)
-    out = update_policy(model, opt, batch, cfg, critic=critic, critic_optimizer=copt)
+    out = update_policy(model, opt, batch, cfg.learner_settings(), critic=critic, critic_optimizer=copt)
     assert out["value_loss"] == pytest.approx(float(want), rel=1e-5)
     assert out["vf_clip_frac"] == 0.0 and out["critic_grad_norm"] > 0
 
@@ -112,7 +112,7 @@ def test_critic_fits_the_returns_while_the_policy_is_frozen(tiny_tokenizer):
     batch = _ppo_batch(critic, model, cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     copt = torch.optim.AdamW(critic.parameters(), lr=1e-2)
-    losses = [update_policy(model, opt, batch, cfg, critic=critic, critic_optimizer=copt,
+    losses = [update_policy(model, opt, batch, cfg.learner_settings(), critic=critic, critic_optimizer=copt,
                             train_policy=False)["value_loss"] for _ in range(40)]
     assert losses[-1] < 0.05 * losses[0], losses
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # warm-up: policy untouched
@@ -130,7 +130,7 @@ def test_value_gradients_reach_the_policy_trunk_only_when_shared(tiny_tokenizer,
     head_before = critic.head.weight.clone()
     opt = torch.optim.SGD(model.parameters(), lr=1e-1)
     copt = torch.optim.SGD(critic.parameters(), lr=1e-1)
-    update_policy(model, opt, batch, cfg, critic=critic, critic_optimizer=copt)
+    update_policy(model, opt, batch, cfg.learner_settings(), critic=critic, critic_optimizer=copt)
     moved = [k for k, v in model.state_dict().items() if not torch.equal(before[k], v)]
     assert bool(moved) == trunk_moves, moved
     assert not torch.equal(head_before, critic.head.weight)
@@ -236,7 +236,13 @@ def test_ppo_with_a_lora_policy(tmp_path, tiny_tokenizer, layout):
     pytest.importorskip("peft")
     from safetensors.torch import load_file
 
-    from test_lora import _train
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(  # tests/models/test_lora.py, whichever tests are collected
+        "_lora_tests", Path(__file__).resolve().parents[1] / "models" / "test_lora.py")
+    lora_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lora_tests)
+    _train = lora_tests._train
 
     _train(tiny_tokenizer, tmp_path, "algorithm.advantage=gae", f"algorithm.value.critic={layout}",
            "algorithm.value.lr=1e-2")

@@ -57,9 +57,9 @@ def test_a_run_larger_than_the_cluster_is_refused(cluster, tmp_path):
     from rlvr.config import load_config
     from rlvr.distributed.ray_backend import submit_to_cluster
     from rlvr.recipes.config import RunConfig
-    from rlvr.recipes.rl import RLRecipe
+    from rlvr.recipes.rl import RLRecipe, actor_run
 
     cfg = load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "distributed.backend=ray",
                                         "distributed.cpus_per_learner=3"])
     with pytest.raises(RuntimeError, match="one run needs 5 CPU"):  # 3 for the learner + 2 workers x 1
-        submit_to_cluster(RLRecipe, cfg, ready_timeout=None)
+        submit_to_cluster(actor_run(RLRecipe, cfg), cfg.distributed, ready_timeout=None)

@@ -242,7 +242,7 @@ def test_bf16_autocast_trains_fp32_master_weights(tmp_path, tiny_tokenizer):
     ("algorithm.advantage=w_reinforce", "algorithm.policy_loss=topr", "algorithm.entropy_coef=0.01",
      "algorithm.mini_batches=2"),
     ("algorithm.advantage=noisy_backward", "algorithm.advantage_params={rho0: 0.1, rho1: 0.1}",
-     "algorithm.is_correction=tis", "rollout.dtype=bfloat16", "reward.overlong_cache_len=4"),
+     "algorithm.is_correction=tis", "rollout.dtype=bfloat16", "reward.shaping={overlong: {cache_len: 4}}"),
     ("train.logprob_chunk_size=5", "train.micro_batch_tokens=40", "train.activation_checkpointing=true",
      "algorithm.kl_coef=0.05", "algorithm.entropy_coef=0.01", "train.autocast=bfloat16"),
     ("train.micro_batch_tokens=40", "train.share_prompts=true", "algorithm.kl_coef=0.05",
@@ -353,7 +353,7 @@ def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokeniz
 
     def spy(engine, sampler, verifier_, params, cfg_, step, dfilter=None, **kw):
         out = orig(engine, sampler, verifier_, params, cfg_, step, dfilter, **kw)
-        seen.extend(s.problem_id for s in out[0][:: params.n])
+        seen.extend(s.problem_id for s in out.samples[:: params.n])
         return out
 
     monkeypatch.setattr(grpo, "collect_rollouts", spy)
@@ -371,7 +371,7 @@ def test_difficulty_filter_skips_prompts_outside_the_band(tmp_path, tiny_tokeniz
 def test_laser_bonus_rewards_short_correct_answers(tmp_path, tiny_tokenizer):
     always = lambda completion, reference: Verdict(1.0, None, "")  # noqa: E731
     # every completion is correct and at most 8 tokens: LASER with target 8 adds alpha to all
-    cfg = _cfg(tmp_path, "train.steps=1", "reward.laser_target_length=8", "reward.laser_alpha=0.25",
+    cfg = _cfg(tmp_path, "train.steps=1", "reward.shaping={laser: {target_length: 8, alpha: 0.25}}",
                "eval.before_training=false", "eval.after_training=false")
     train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=(_problems(4, "t"), []),
           verifier=always)
@@ -425,7 +425,7 @@ def test_policy_entropy_is_aligned_with_completion_tokens(tiny_tokenizer):
                Sample("c", [5, 6], [14], [0.0], "", "stop")]
     batch = collate(samples, torch.zeros(3), pad_id=0)
     cfg = _cfg(Path("/tmp"), "train.micro_batch_size=2")
-    ent = _policy_entropy(model, batch, cfg, torch.device("cpu"))
+    ent = _policy_entropy(model, batch, cfg.learner_settings(), torch.device("cpu"))
     assert torch.equal(ent != 0, batch.completion_mask.bool())
     for i, s in enumerate(samples):  # each row against an unpadded forward pass of that sample alone
         ids = torch.tensor([s.prompt_ids + s.completion_ids])

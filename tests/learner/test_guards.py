@@ -128,7 +128,7 @@ def test_require_finite_norm_and_the_update_leaves_weights_alone(tiny_tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     model.lm_head.weight.register_hook(lambda g: g * float("nan"))
     with pytest.raises(NonFiniteError):
-        update_policy(model, opt, batch, cfg)
+        update_policy(model, opt, batch, cfg.learner_settings())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()) and not opt.state
 
 
@@ -145,28 +145,19 @@ def test_no_checkpoint_is_written_with_non_finite_weights(tmp_path, tiny_tokeniz
 
 
 def test_reward_and_advantage_checks_name_the_source():
-    class Cfg:
-        class reward:  # noqa: N801 - stands in for the config section
-            verifier, source = "numeric", "verifier"
-
-        class env:  # noqa: N801
-            name = "single_turn"
-
-        class algorithm:  # noqa: N801
-            advantage = "grpo"
-
-    samples = [Sample(f"p{i}", [1], [2], [0.0], f"text {i}", "stop", info={"reward": 1.0}) for i in range(3)]
+    names = {"verifier": "numeric", "env": "single_turn", "source": "verifier"}
+    samples = [Sample(f"p{i}", [1], [2], [0.0], f"text {i}", "stop", reward=1.0) for i in range(3)]
     verdicts = [Verdict(1.0), Verdict(float("nan")), Verdict(0.0)]
-    assert nonfinite_rewards(torch.tensor([1.0, 0.0, 1.0]), samples, verdicts[:1] * 3, Cfg) is None
-    msg = nonfinite_rewards(torch.tensor([1.0, float("nan"), 0.0]), samples, verdicts, Cfg, {"p1": "What?"})
+    assert nonfinite_rewards(torch.tensor([1.0, 0.0, 1.0]), samples, verdicts[:1] * 3, **names) is None
+    msg = nonfinite_rewards(torch.tensor([1.0, float("nan"), 0.0]), samples, verdicts, **names, prompts={"p1": "What?"})
     assert "1 of 3 samples" in msg and "the verifier (reward.verifier=numeric) gave score nan" in msg
     assert "problem 'p1' 'What?' -> completion 'text 1'" in msg
-    samples[2].info["reward"] = float("inf")
-    msg = nonfinite_rewards(torch.tensor([1.0, 0.0, float("inf")]), samples, [Verdict(1.0)] * 3, Cfg)
+    samples[2].reward = float("inf")
+    msg = nonfinite_rewards(torch.tensor([1.0, 0.0, float("inf")]), samples, [Verdict(1.0)] * 3, **names)
     assert "the environment (env.name=single_turn) returned reward inf" in msg
-    msg = nonfinite_advantages(torch.zeros(3), torch.tensor([0.0, float("nan"), 0.0]), samples, Cfg)
+    msg = nonfinite_advantages(torch.zeros(3), torch.tensor([0.0, float("nan"), 0.0]), samples, estimator="grpo")
     assert "advantage estimator (algorithm.advantage=grpo)" in msg and "'p1'" in msg
-    assert nonfinite_advantages(torch.zeros(3), torch.zeros(3, 4), samples, Cfg) is None
+    assert nonfinite_advantages(torch.zeros(3), torch.zeros(3, 4), samples, estimator="grpo") is None
 
 
 def test_step_guard_counts_and_stops():

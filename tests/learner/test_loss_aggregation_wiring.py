@@ -25,7 +25,7 @@ COMPLETIONS, ADV = ["ab", "cdefgh"], [1.0, -1.0]
 def _learner_grads(model, b, *overrides):
     cfg = load_config(RunConfig, None, ["train.micro_batch_size=1", "train.max_grad_norm=0", *overrides])
     model.zero_grad(set_to_none=True)
-    out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), b, cfg)
+    out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), b, cfg.learner_settings())
     return current_grads(model), out, cfg
 
 

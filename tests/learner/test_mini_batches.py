@@ -81,7 +81,7 @@ def test_two_mini_batches_take_logp_old_before_the_first_step_and_the_clip_acts(
     ref_model = copy.deepcopy(model)
     cfg = _cfg("algorithm.mini_batches=2", *learner)
     opt = RecordingSGD(model.parameters(), lr=0.5)
-    out = update_policy(model, opt, b, cfg)
+    out = update_policy(model, opt, b, cfg.learner_settings())
     want, fracs = reference_sgd(ref_model, b, [[0, 1, 2], [3, 4, 5]], lr=0.5, epochs=cfg.algorithm.ppo_epochs)
     assert len(opt.seen) == len(want) == 2 * cfg.algorithm.ppo_epochs
     assert fracs[0] == 0 and 0 < fracs[1] < 1  # step 1 at ratio 1; at step 2 the clip acts on some tokens only
@@ -100,7 +100,7 @@ def test_mini_batch_normalisers_count_skipped_rows_and_an_empty_mini_batch_takes
     b = batch(tok, COMPLETIONS, adv, model=model)
     ref_model = copy.deepcopy(model)
     opt = RecordingSGD(model.parameters(), lr=0.5)
-    out = update_policy(model, opt, b, _cfg("algorithm.mini_batches=2", "train.micro_batch_size=4"))
+    out = update_policy(model, opt, b, _cfg("algorithm.mini_batches=2", "train.micro_batch_size=4").learner_settings())
     want, _ = reference_sgd(ref_model, b, [[0, 1, 2], [3, 4, 5]], lr=0.5)
     assert_grads_close(opt.seen[0], want[0])
     assert all(float(g.abs().max()) == 0 for g in opt.seen[1])
@@ -116,7 +116,7 @@ def test_importance_weights_come_from_the_pass_before_the_first_step():
     ref_model = copy.deepcopy(model)
     opt = RecordingSGD(model.parameters(), lr=0.5)
     update_policy(model, opt, b, _cfg("algorithm.mini_batches=2", "algorithm.is_correction=tis",
-                                     "algorithm.is_params={cap: 1.2}"))
+                                     "algorithm.is_params={cap: 1.2}").learner_settings())
     want, _ = reference_sgd(ref_model, b, [[0, 1, 2], [3, 4, 5]], lr=0.5, is_w=1.2)
     for got, ref in zip(opt.seen, want):
         assert_grads_close(got, ref, rtol=2e-4, atol=2e-6)

@@ -43,7 +43,7 @@ def test_learner_loss_on_a_demonstration_row_is_the_shaped_term():
     batch, start, logp = _batch(tok, model)
     cfg = load_config(RunConfig, None, ["train.micro_batch_size=4", "guidance.demonstrations=true",
                                         "guidance.shaping_gamma=0.2"])
-    out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, cfg)
+    out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, cfg.learner_settings())
     mask = batch.completion_mask[:, start:]
     p = logp[1].exp()
     # token mean over all 4 counted tokens: on-policy row -A * ratio = 1 per token, demo row -A * p / (p + 0.2)

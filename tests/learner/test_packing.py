@@ -133,7 +133,7 @@ def test_update_policy_packed_matches_padded(tiny_tokenizer):
         cfg = load_config(RunConfig, None, ["train.micro_batch_size=2", "train.lr=1e-2", *extra])
         model = make_model(tiny_tokenizer)
         opt = torch.optim.SGD(model.parameters(), lr=1e-2)  # AdamW would amplify rounding in ~0 gradients
-        m = update_policy(model, opt, b, cfg)
+        m = update_policy(model, opt, b, cfg.learner_settings())
         out.append((m, [p.grad.clone() for p in model.parameters()]))
     for other in out[1:]:
         for k in ("loss", "grad_norm", "logprob_mismatch", "entropy", "learner_tokens"):
@@ -165,7 +165,7 @@ def test_activation_checkpointing_same_gradients(tiny_tokenizer):
     for extra in ([], ["train.activation_checkpointing=true", "train.micro_batch_tokens=16"]):
         cfg = load_config(RunConfig, None, ["train.micro_batch_size=2", *extra])
         model = make_model(tiny_tokenizer)
-        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), b, cfg)
+        update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), b, cfg.learner_settings())
         grads.append([p.grad.clone() for p in model.parameters()])
     for p, q in zip(*grads):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)

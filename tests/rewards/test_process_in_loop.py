@@ -12,7 +12,9 @@ import torch
 
 from conftest import make_model, make_tokenizer, tiny_run_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.reward_sources import prm_step_inputs, shape_advantages
+from rlvr.recipes.reward_sources import prm_step_inputs
+from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.settings import RewardConfig
 from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Sample, Verdict
@@ -49,17 +51,14 @@ def test_prm_step_inputs_find_each_steps_last_token(tiny_tokenizer):
     assert prm.calls[0] == ("Q?", ["ab", "cd"])
 
 
-class _R:
-    """A reward config stand-in with the process_* fields."""
+def _R(**kw) -> RewardConfig:
+    """A reward section with process rewards, no baseline, and ``kw``."""
+    return RewardConfig(process_baseline="none", **kw)
 
-    def __init__(self, **kw):
-        self.process_filter, self.process_filter_params = "none", {}
-        self.process_credit, self.process_credit_params = "sum", {}
-        self.process_baseline, self.process_coef, self.outcome_coef = "none", 1.0, 1.0
-        self.__dict__.update(kw)
 
-    def process_transform_list(self):
-        return []
+def shape_advantages(rcfg: RewardConfig, *args, **kw):
+    """The reward pipeline's process credit for the section ``rcfg``."""
+    return RewardPipeline(rcfg, max_new_tokens=3).process_credit(*args, **kw)
 
 
 def test_shape_advantages_by_hand():

@@ -125,8 +125,10 @@ def test_unsuitable_sources_are_refused_when_the_config_loads(tmp_path):
         _cfg(tmp_path, "reward.source=reference_likelihood", "reward.source_params={aggregate: median}")
     with pytest.raises(ValueError, match="dynamic_sampling"):
         _cfg(tmp_path, "reward.source=self_certainty", "algorithm.dynamic_sampling=true")
-    with pytest.raises(ValueError, match="laser_target_length"):
-        _cfg(tmp_path, "reward.source=random", "reward.laser_target_length=10")
+    with pytest.raises(ValueError, match="reward.shaping.laser shapes the verifier's verdict"):
+        _cfg(tmp_path, "reward.source=random", "reward.shaping={laser: {target_length: 10}}")
+    with pytest.raises(ValueError, match="flip_false_positive"):
+        _cfg(tmp_path, "reward.source=random", "reward.flip_false_positive=0.1")
     with pytest.raises(ValueError, match="in-process recipe only"):
         _cfg(tmp_path, "reward.source=majority_vote", "train.rollout_worker=true")
     with pytest.raises(ValueError, match="single_turn"):
@@ -169,7 +171,7 @@ def test_sources_compose_with_other_estimators(tmp_path, source, extra):
 
 
 def test_reference_likelihood_needs_a_reference_answer(tiny_tokenizer):
-    from rlvr.recipes.reward_sources import _reference_batch, reasoning_before_answer
+    from rlvr.learner.passes import _reference_batch, reasoning_before_answer
 
     assert reasoning_before_answer("so 3+4 = \\boxed{6}, no \\boxed{7}") == "so 3+4 = \\boxed{6}, no "
     assert reasoning_before_answer("no box") == "no box"

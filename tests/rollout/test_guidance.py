@@ -4,8 +4,8 @@ and the combinations it cannot run are refused when the config loads."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from rlvr.engines.hf import HFEngine, format_prompt
 from rlvr.learner.batching import collate
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import RLRecipe
-from rlvr.rollout.collect import collect_rollouts
+from rlvr.rollout.collect import CollectSettings, collect_rollouts
 from rlvr.rollout.guidance import hint_lengths, reference_solution
 from rlvr.tasks.arithmetic import ArithmeticSpec, arithmetic_split
 from rlvr.tasks.registry import multiply_task
@@ -76,9 +76,8 @@ def _problems(solutions=(SOLUTION, SOLUTION)):
 
 
 def _collect(engine, problems, cfg, verifier, step=0, **kw):
-    out = {}
-    res = collect_rollouts(engine, PromptSampler(problems, seed=0), verifier, _params(cfg), cfg, step, out=out, **kw)
-    return res, out
+    return collect_rollouts(engine, PromptSampler(problems, seed=0), verifier, _params(cfg), cfg.collect_settings(),
+                            step, **kw)
 
 
 def _params(cfg):
@@ -101,8 +100,8 @@ def test_hint_levels_grow_until_a_sample_succeeds_and_the_hint_is_prompt_not_com
     lengths = [math.ceil(f * n) for f in (0.25, 0.5, 0.75)]
     eng = Scripted(tok, {"p0": lengths[1], "p1": 0})  # p0: needs the second level; p1: right on its own
     seen = Seen()
-    (samples, verdicts, rewards, rounds, _, generated), out = _collect(eng, _problems(), _cfg("guidance.hints=true"),
-                                                                       seen)
+    ro = _collect(eng, _problems(), _cfg("guidance.hints=true"), seen)
+    samples, rewards, generated, m = ro.samples, ro.rewards, ro.generated, ro.guidance_metrics
     # one plain call, then levels 1 and 2 for p0 alone; p1 had a success and was never hinted
     assert eng.calls == [None, [lengths[0]], [lengths[1]]]
     groups = _by_id(samples)
@@ -117,7 +116,6 @@ def test_hint_levels_grow_until_a_sample_succeeds_and_the_hint_is_prompt_not_com
     assert rewards.tolist() == [float(s.text == "RIGHT") for s in samples]
     # budget: the plain round plus two hinted groups
     assert generated == 2 * G + 2 * G
-    m = out["guidance_metrics"]
     assert m["guidance/guided_groups"] == 0.5 and m["guidance/hint_success"] == 1.0
     assert m["guidance/hint_tokens"] == lengths[1] and m["guidance/rollouts_extra"] == 2 * G
     # the learner's batch: hint tokens are prompt (completion_mask 0), the completion is what is trained on
@@ -130,11 +128,11 @@ def test_no_level_succeeds_keeps_the_original_group_and_counts_the_budget():
     tok = make_tokenizer()
     eng = Scripted(tok, {})
     problems = _problems()
-    (samples, *_, generated), out = _collect(eng, problems, _cfg("guidance.hints=true"), Seen())
+    ro = _collect(eng, problems, _cfg("guidance.hints=true"), Seen())
+    samples, generated, m = ro.samples, ro.generated, ro.guidance_metrics
     assert eng.calls[1:] == [[k, k] for k in hint_lengths(len(SOLUTION), [0.25, 0.5, 0.75])]  # both, every level
     prompts = {p.id: format_prompt(tok, p) for p in problems}
     assert all("guidance" not in s.info and s.prompt_ids == prompts[s.problem_id] for s in samples)
-    m = out["guidance_metrics"]
     assert m["guidance/guided_groups"] == 1.0 and m["guidance/hint_success"] == 0.0
     assert m["guidance/rollouts_extra"] == 3 * 2 * G and generated == 2 * G + 3 * 2 * G
 
@@ -142,9 +140,8 @@ def test_no_level_succeeds_keeps_the_original_group_and_counts_the_budget():
 def test_problems_without_a_solution_are_never_guided_and_counted():
     tok = make_tokenizer()
     eng = Scripted(tok, {"p1": 1})
-    (samples, *_), out = _collect(eng, _problems((None, SOLUTION)), _cfg("guidance.hints=true"), Seen())
+    m = _collect(eng, _problems((None, SOLUTION)), _cfg("guidance.hints=true"), Seen()).guidance_metrics
     assert [c for c in eng.calls[1:]] == [[math.ceil(0.25 * len(SOLUTION))]]  # p1 hinted once, p0 not at all
-    m = out["guidance_metrics"]
     assert m["guidance/no_solution"] == 0.5 and m["guidance/failed_groups"] == 1.0
     assert m["guidance/guided_groups"] == 0.5
 
@@ -168,15 +165,16 @@ def test_the_difficulty_filter_sees_the_policys_own_pass_rate():
 def test_a_demonstration_replaces_the_last_sample_off_policy_and_gets_a_positive_advantage():
     tok = make_tokenizer()
     eng = Scripted(tok, {"p1": 0})
-    (samples, verdicts, rewards, *_), out = _collect(eng, _problems(), _cfg("guidance.demonstrations=true"), Seen())
+    ro = _collect(eng, _problems(), _cfg("guidance.demonstrations=true"), Seen())
+    samples, rewards = ro.samples, ro.rewards
     groups = _by_id(samples)
     demo = groups["p0"][-1]
     assert demo.info["off_policy"] is True and demo.info["guidance"] == "demo" and demo.group_index == G - 1
     assert demo.completion_ids == tok.encode(SOLUTION, add_special_tokens=False) + [tok.eos_token_id]
     assert demo.logprobs == [0.0] * len(demo.completion_ids)  # behaviour probability 1
-    assert demo.prompt_ids == groups["p0"][0].prompt_ids and demo.info["verdict"].correct
+    assert demo.prompt_ids == groups["p0"][0].prompt_ids and demo.verdict.correct
     assert not any(s.info.get("off_policy") for s in groups["p0"][:-1] + groups["p1"])
-    assert out["guidance_metrics"]["guidance/demo_groups"] == 0.5
+    assert ro.guidance_metrics["guidance/demo_groups"] == 0.5
     from rlvr.algorithms import grpo_advantages
 
     adv = grpo_advantages(rewards, G)
@@ -191,23 +189,22 @@ def test_a_demonstration_replaces_the_last_sample_off_policy_and_gets_a_positive
 def test_demonstrations_that_fail_the_verifier_or_the_length_cap_are_not_inserted():
     tok = make_tokenizer()
     cfg = _cfg("guidance.demonstrations=true")
-    (samples, *_), out = _collect(Scripted(tok, {}), _problems(("wrong too", SOLUTION)), cfg, Seen())
-    assert sum(bool(s.info.get("off_policy")) for s in samples) == 1
-    assert out["guidance_metrics"]["guidance/demo_rejected"] == 1.0
+    ro = _collect(Scripted(tok, {}), _problems(("wrong too", SOLUTION)), cfg, Seen())
+    assert sum(bool(s.info.get("off_policy")) for s in ro.samples) == 1
+    assert ro.guidance_metrics["guidance/demo_rejected"] == 1.0
     cfg = _cfg("guidance.demonstrations=true", "rollout.max_new_tokens=8")
-    (samples, *_), out = _collect(Scripted(tok, {}), _problems(), cfg, Seen())
-    assert not any(s.info.get("off_policy") for s in samples)
-    assert out["guidance_metrics"]["guidance/demo_rejected"] == 2.0
+    ro = _collect(Scripted(tok, {}), _problems(), cfg, Seen())
+    assert not any(s.info.get("off_policy") for s in ro.samples)
+    assert ro.guidance_metrics["guidance/demo_rejected"] == 2.0
 
 
 def test_hints_first_then_a_demonstration_when_no_level_succeeds():
     tok = make_tokenizer()
     eng = Scripted(tok, {"p1": 5})
-    (samples, *_), out = _collect(eng, _problems(), _cfg("guidance.hints=true", "guidance.demonstrations=true"),
-                                  Seen())
-    groups = _by_id(samples)
+    ro = _collect(eng, _problems(), _cfg("guidance.hints=true", "guidance.demonstrations=true"), Seen())
+    groups = _by_id(ro.samples)
     assert groups["p0"][-1].info.get("off_policy") and all(s.info["guidance"] == "hint" for s in groups["p1"])
-    assert out["guidance_metrics"]["guidance/demo_groups"] == 0.5
+    assert ro.guidance_metrics["guidance/demo_groups"] == 0.5
 
 
 # --------------------------------------------------------------------------- off: nothing changes
@@ -218,28 +215,26 @@ def test_guidance_off_or_unneeded_returns_the_same_samples_and_rewards():
     parity = lambda c, r: Verdict(float(len(c) % 2 == 0), None, "parity")  # noqa: E731
 
     def run(cfg, verifier=parity):
+        settings = cfg if isinstance(cfg, CollectSettings) else cfg.collect_settings()
         eng = HFEngine(make_model(tok), tok, batch_size=16)
         eng.generator.manual_seed(3)
-        out = {}
-        res = collect_rollouts(eng, PromptSampler(problems, seed=1), verifier, _params(cfg), cfg, 0, out=out)
-        return res, out
+        return collect_rollouts(eng, PromptSampler(problems, seed=1), verifier, _params(base), settings, 0)
 
     base = _cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true")
-    plain = types.SimpleNamespace(train=base.train, reward=base.reward, algorithm=base.algorithm,
-                                  rollout=base.rollout)  # a config without the guidance section
-    ref, _ = run(plain)
+    plain = dataclasses.replace(base.collect_settings(), guidance=None)  # collection without the guidance section
+    ref = run(plain)
     for cfg in (base, _cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true", "guidance.shaping_gamma=2",
                            "guidance.hint_fractions=[0.1]")):  # off, whatever the other options
-        (samples, verdicts, rewards, rounds, _, generated), out = run(cfg)
-        assert samples == ref[0] and verdicts == ref[1] and torch.equal(rewards, ref[2])
-        assert (rounds, generated) == (ref[3], ref[5]) and "guidance_metrics" not in out
+        ro = run(cfg)
+        assert ro.samples == ref.samples and ro.verdicts == ref.verdicts and torch.equal(ro.rewards, ref.rewards)
+        assert (ro.rounds, ro.generated) == (ref.rounds, ref.generated) and not ro.guidance_metrics
     # on, but every group has a success (a verifier accepting all): nothing is guided, nothing changes
     always = lambda c, r: Verdict(1.0, None, "yes")  # noqa: E731
-    ref, _ = run(plain, always)
-    (samples, verdicts, rewards, *_), out = run(_cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true",
-                                                     "guidance.hints=true", "guidance.demonstrations=true"), always)
-    assert samples == ref[0] and torch.equal(rewards, ref[2])
-    assert out["guidance_metrics"]["guidance/guided_groups"] == 0.0
+    ref = run(plain, always)
+    ro = run(_cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true", "guidance.hints=true",
+                  "guidance.demonstrations=true"), always)
+    assert ro.samples == ref.samples and torch.equal(ro.rewards, ref.rewards)
+    assert ro.guidance_metrics["guidance/guided_groups"] == 0.0
 
 
 # --------------------------------------------------------------------------- reference solutions
@@ -341,5 +336,5 @@ def test_scoring_a_guided_sample_in_a_raising_environment_fails_only_that_sample
 
     s = Sample("p", [1], [5, 6], [0.0, 0.0], "x", "stop", 0)
     _score(Broken(lambda text, ref: None), Problem("p", prompt="q", answer="1"), s, "x")
-    assert s.info["reward"] == 0.0 and s.info["env_errors"] == 1 and not s.info["verdict"].correct
-    assert "environment error: RuntimeError: checker crashed" in s.info["verdict"].reason
+    assert s.reward == 0.0 and s.info["env_errors"] == 1 and not s.verdict.correct
+    assert "environment error: RuntimeError: checker crashed" in s.verdict.reason

@@ -157,7 +157,7 @@ def test_task_builds_from_a_config_and_a_curriculum_over_steps(tmp_path):
     from rlvr.tasks.registry import build_task
 
     cfg = load_config(RunConfig, None, ["task.name=code_functions", "reward.verifier=code_humaneval",
-                                        "task.num_train=30", "task.num_heldout=10", "task.params={steps: 2}",
+                                        "task.num_heldout=10", "task.params={num_train: 30, steps: 2}",
                                         "curriculum.levels=[{steps: 1}, {steps: 2}, {steps: 3, min_steps: 1}]"])
     assert "code_functions" in TASKS.names()
     train, held = build_task(cfg.task)

@@ -18,7 +18,7 @@ pytest.importorskip("reasoning_gym", reason="reasoning-gym is in the dev extra")
                                              ("leg_counting", {}), ("spell_backward", {}), ("basic_arithmetic", {})])
 def test_reference_answers_score_1_and_wrong_ones_0(dataset, config):
     cfg = load_config(RunConfig, None, ["task.name=reasoning_gym", f"task.params={json.dumps({'dataset': dataset, 'config': config})}",
-                                        "task.num_train=20", "task.num_heldout=10", "reward.verifier=reasoning_gym"])
+                                        "task.params.num_train=20", "task.num_heldout=10", "reward.verifier=reasoning_gym"])
     train, held = build_task(cfg.task)
     assert len(train) == 20 and 0 < len(held) <= 10
     assert not {p.metadata["question"] for p in held} & {p.metadata["question"] for p in train}
@@ -33,10 +33,10 @@ def test_reference_answers_score_1_and_wrong_ones_0(dataset, config):
 def test_difficulty_options_change_the_problems():
     easy, _ = build_task(load_config(RunConfig, None, [
         "task.name=reasoning_gym", "task.params={dataset: chain_sum, config: {min_terms: 2, max_terms: 2}}",
-        "task.num_train=10", "task.num_heldout=2"]).task)
+        "task.params.num_train=10", "task.num_heldout=2"]).task)
     hard, _ = build_task(load_config(RunConfig, None, [
         "task.name=reasoning_gym", "task.params={dataset: chain_sum, config: {min_terms: 5, max_terms: 5}}",
-        "task.num_train=10", "task.num_heldout=2"]).task)
+        "task.params.num_train=10", "task.num_heldout=2"]).task)
     count = lambda p: p.metadata["question"].count("+") + p.metadata["question"].count(" - ")  # noqa: E731
     assert max(map(count, easy)) < min(map(count, hard))
 
@@ -53,7 +53,7 @@ def test_unknown_dataset_or_option_is_refused_at_load_with_the_names():
 
 def test_reward_hacks_on_the_reasoning_gym_verifier():
     train, _ = build_task(load_config(RunConfig, None, [
-        "task.name=reasoning_gym", "task.params={dataset: chain_sum}", "task.num_train=3", "task.num_heldout=1"]).task)
+        "task.name=reasoning_gym", "task.params={dataset: chain_sum}", "task.params.num_train=3", "task.num_heldout=1"]).task)
     p = train[0]
     verify = get_verifier("reasoning_gym")
     a = p.metadata["answer"]

@@ -400,12 +400,13 @@ def entropy_guided_advantages(rewards: Tensor, group_size: int, *, entropy: Tens
 
 # --------------------------------------------------------------------------- registry
 def _gae_estimator(rewards: Tensor, group_size: int, *, values: Tensor, mask: Tensor, gamma: float = 1.0,
-                   lam: float = 1.0, kl: Tensor | None = None, kl_coef: float = 0.0, whiten: bool = True) -> Tensor:
-    """PPO advantages from a learned value head with GAE; see :func:`rlvr.algorithms.gae.ppo_gae_advantages`."""
+                   lam: float = 1.0, kl: Tensor | None = None, kl_coef: float = 0.0,
+                   whiten: bool = True) -> tuple[Tensor, Tensor]:
+    """PPO advantages from a learned value head with GAE, and the returns (the critic's targets): ``(advantages
+    [B, T], returns [B, T])``; see :func:`rlvr.algorithms.gae.ppo_gae_advantages`."""
     from rlvr.algorithms.gae import ppo_gae_advantages
 
-    return ppo_gae_advantages(rewards, values, mask, gamma=gamma, lam=lam, kl=kl, kl_coef=kl_coef,
-                              whiten=whiten)[0]
+    return ppo_gae_advantages(rewards, values, mask, gamma=gamma, lam=lam, kl=kl, kl_coef=kl_coef, whiten=whiten)
 
 
 def _noisy_backward(rewards: Tensor, group_size: int, *, rho0: float, rho1: float, base: str = "reinforce",
@@ -430,7 +431,9 @@ ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimat
 An entry's ``needs`` are per-call tensors the recipe must supply (``entropy``,
 ``values``, ``mask``), its ``inputs`` the optional ones (``mask``, ``kl``); its
 options (hyper-parameters from ``algorithm.advantage_params``) are the rest of
-its keyword parameters and are validated when a config loads.  Register a new
+its keyword parameters and are validated when a config loads.  An entry tagged
+``critic`` (``gae``) learns with a critic: it needs ``values`` and returns
+``(advantages, returns)``, the returns being the critic's targets.  Register a new
 one with ``@ADVANTAGE_ESTIMATORS.register("name")`` on the function.
 """
 

@@ -486,17 +486,9 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
         params["token_select"] = token_select
     fn = get_policy_loss(policy_loss)
     if off_policy is not None and bool(off_policy.any()):
-        off = off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1)
-        on_mask = torch.where(off, torch.zeros_like(mask), mask)
-        off_mask = torch.where(off, mask, torch.zeros_like(mask))
-        pg_on, metrics = fn(logp, old_logp, advantages, on_mask, agg=agg, max_len=max_len, is_weights=is_weights,
-                            **params)
-        pg_off = off_policy_shaped_loss(logp, advantages, off_mask, gamma=shaping_gamma, agg=agg, max_len=max_len)
-        if agg == "token_mean":  # one mean over all counted tokens
-            n_on, n_off = _mask_count(logp, on_mask), _mask_count(logp, off_mask)
-            total = (n_on + n_off).clamp(min=1)
-            pg_on, pg_off = pg_on * n_on / total, pg_off * n_off / total
-        pg_loss = pg_on + pg_off
+        pg_loss, metrics = _mixed_policy_loss(fn, logp, old_logp, advantages, mask, off_policy, agg=agg,
+                                              max_len=max_len, is_weights=is_weights, shaping_gamma=shaping_gamma,
+                                              params=params)
     else:
         pg_loss, metrics = fn(logp, old_logp, advantages, mask, agg=agg, max_len=max_len, is_weights=is_weights,
                               **params)
@@ -515,6 +507,24 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
             loss = loss + entropy_bonus(entropy, mask, coef=entropy_coef, agg=agg, max_len=max_len)
         metrics["entropy"] = masked_mean(entropy.detach(), mask)
     return loss, metrics
+
+
+def _mixed_policy_loss(fn, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, off_policy: Tensor, *,
+                       agg: str, max_len: int | None, is_weights: Tensor | None, shaping_gamma: float,
+                       params: dict) -> tuple[Tensor, dict[str, Tensor]]:
+    """LUFFY's mixed-policy term of :func:`grpo_loss`: the policy loss ``fn`` on the on-policy rows, the shaped loss
+    on the ``off_policy`` rows, aggregated as one (``token_mean``: each weighted by its share of the tokens)."""
+    off = off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1)
+    on_mask = torch.where(off, torch.zeros_like(mask), mask)
+    off_mask = torch.where(off, mask, torch.zeros_like(mask))
+    pg_on, metrics = fn(logp, old_logp, advantages, on_mask, agg=agg, max_len=max_len, is_weights=is_weights,
+                        **params)
+    pg_off = off_policy_shaped_loss(logp, advantages, off_mask, gamma=shaping_gamma, agg=agg, max_len=max_len)
+    if agg == "token_mean":  # one mean over all counted tokens
+        n_on, n_off = _mask_count(logp, on_mask), _mask_count(logp, off_mask)
+        total = (n_on + n_off).clamp(min=1)
+        pg_on, pg_off = pg_on * n_on / total, pg_off * n_off / total
+    return pg_on + pg_off, metrics
 
 
 # --------------------------------------------------------------------------- logits -> log-probs, entropy

@@ -42,6 +42,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from rlvr.learner.settings import LearnerSettings
+
 __all__ = [
     "init_distributed",
     "make_mesh",
@@ -251,7 +253,8 @@ def shard_rows(batch, rank: int, world_size: int):
     return type(batch)(**{k: (None if v is None else v[mine]) for k, v in vars(batch).items()})
 
 
-def fsdp_update_policy(model, optimizer, batch, cfg, ref_model=None, *, group=None) -> dict[str, float]:
+def fsdp_update_policy(model, optimizer, batch, settings: LearnerSettings, ref_model=None, *,
+                       group=None) -> dict[str, float]:
     """One rank's share of :func:`rlvr.learner.update.update_policy` on an FSDP-sharded ``model``.
 
     ``batch`` holds this rank's rows only (its own rollouts, or :func:`shard_rows`
@@ -264,5 +267,5 @@ def fsdp_update_policy(model, optimizer, batch, cfg, ref_model=None, *, group=No
     from rlvr.learner.update import update_policy
 
     dp = DataParallel(group)
-    local = update_policy(model, optimizer, batch, cfg, ref_model, dp=dp)  # micro-batches move to the model's device
+    local = update_policy(model, optimizer, batch, settings, ref_model, dp=dp)  # micro-batches move to the model's device
     return dp.combine_metrics(local)

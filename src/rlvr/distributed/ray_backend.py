@@ -47,10 +47,11 @@ import logging
 import os
 import weakref
 from dataclasses import dataclass, field  # EngineSpec (not config)
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
+from rlvr.distributed.settings import DistributedConfig
 from rlvr.engines.base import SamplingParams
 from rlvr.types import Problem, Sample
 
@@ -365,9 +366,9 @@ class LearnerActor:
         torch.set_num_threads(max(1, threads))
         _PLACEMENT["rollout"] = placement
 
-    def train(self, recipe_cls, cfg, kwargs: dict[str, Any]) -> dict[str, Any]:
-        cfg = cfg.model_copy(update={"distributed": cfg.distributed.model_copy(update={"learner": "driver"})})
-        summary = recipe_cls(cfg, **kwargs).train()
+    def train(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Call ``run`` (a picklable callable that trains a recipe here and returns its summary)."""
+        summary = run()
         summary["learner_pid"] = os.getpid()
         return summary
 
@@ -389,38 +390,30 @@ class ClusterRun:
         _release(self.ray, self.placement_group, [self.actor])
 
 
-def run_bundles(cfg) -> list[dict[str, float]]:
+def run_bundles(d: DistributedConfig) -> list[dict[str, float]]:
     """One run's placement-group bundles: ``[learner] + num_rollout_workers x [rollout worker]``."""
-    d = cfg.distributed
     learner = {"CPU": d.cpus_per_learner, **({"GPU": d.gpus_per_learner} if d.gpus_per_learner else {})}
     rollout = {"CPU": d.cpus_per_rollout_worker,
                **({"GPU": d.gpus_per_rollout_worker} if d.gpus_per_rollout_worker else {})}
     return [learner] + [rollout] * d.num_rollout_workers
 
 
-def submit_to_cluster(recipe_cls, cfg, *, ready_timeout: float | None = 300.0, **kwargs) -> ClusterRun:
-    """Start ``recipe_cls(cfg, **kwargs).train()`` in a learner actor placed with its rollout workers; do not wait.
+def submit_to_cluster(run: Callable[[], dict[str, Any]], d: DistributedConfig, *,
+                      ready_timeout: float | None = 300.0) -> ClusterRun:
+    """Start ``run()`` (a picklable callable that trains a recipe, e.g. ``rlvr.recipes.rl.actor_run``'s) in a learner
+    actor placed with its rollout workers; do not wait.
 
-    One placement group holds :func:`run_bundles`; the recipe runs in a ``LearnerActor`` in bundle 0 and its
-    rollout workers go to bundles 1...  ``ready_timeout``: seconds to wait for the group's resources before
-    starting (a RuntimeError that shows the cluster's resources if they never come); None: do not wait, Ray
-    starts the run when the cluster has room for its group (several runs queue in Ray's scheduler), and only a
-    group larger than the whole cluster is refused at once.  Paths in the config are made absolute first: the
-    actor's working directory is Ray's.
+    One placement group holds :func:`run_bundles` of ``d`` (the ``distributed`` section); ``run`` is called in a
+    ``LearnerActor`` in bundle 0 and its rollout workers go to bundles 1...  ``ready_timeout``: seconds to wait
+    for the group's resources before starting (a RuntimeError that shows the cluster's resources if they never
+    come); None: do not wait, Ray starts the run when the cluster has room for its group (several runs queue in
+    Ray's scheduler), and only a group larger than the whole cluster is refused at once.
     """
-    from pathlib import Path
-
-    d = cfg.distributed
     ray = init_ray(d.address, d.num_cpus)
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    if kwargs.get("on_step") is not None:
-        raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
-    kwargs.pop("on_step", None)
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(
-        update={"output_dir": str(Path(cfg.train.output_dir).resolve())})})
-    bundles = run_bundles(cfg)
+    bundles = run_bundles(d)
     if ready_timeout is not None:
         pg = reserve(bundles, d.placement_strategy, ready_timeout)
     else:
@@ -439,19 +432,18 @@ def submit_to_cluster(recipe_cls, cfg, *, ready_timeout: float | None = 300.0, *
     except BaseException:
         remove_placement_group(pg)
         raise
-    return ClusterRun(actor.train.remote(recipe_cls, cfg, kwargs), actor, pg, ray)
+    return ClusterRun(actor.train.remote(run), actor, pg, ray)
 
 
-def train_on_cluster(recipe_cls, cfg, **kwargs) -> dict[str, Any]:
-    """``rlvr train`` with ``distributed.learner: actor``: the learner in a Ray actor, placed with its workers.
+def train_on_cluster(run: Callable[[], dict[str, Any]], d: DistributedConfig) -> dict[str, Any]:
+    """``rlvr train`` with ``distributed.learner: actor``: ``run()`` (a recipe's training, pickled with its config
+    and injected model / tokenizer / problems / verifier) in a Ray actor placed with its workers.
 
-    One placement group holds ``[learner bundle] + num_rollout_workers x [rollout
-    bundle]``; ``recipe_cls`` (passed as a value, e.g. :class:`rlvr.recipes.rl.RLRecipe`) runs in a
-    ``LearnerActor`` in bundle 0 (``kwargs`` are the recipe's injected model / tokenizer / problems / verifier, pickled to it).
-    Paths in the config are made absolute first: the actor's working directory is Ray's.
+    One placement group holds ``[learner bundle] + num_rollout_workers x [rollout bundle]`` of ``d`` (the
+    ``distributed`` section); ``run`` is called in a ``LearnerActor`` in bundle 0.
     """
-    run = submit_to_cluster(recipe_cls, cfg, **kwargs)
+    cluster_run = submit_to_cluster(run, d)
     try:
-        return run.ray.get(run.ref)
+        return cluster_run.ray.get(cluster_run.ref)
     finally:
-        run.release()
+        cluster_run.release()

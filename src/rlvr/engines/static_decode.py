@@ -80,15 +80,15 @@ class StaticDecoder:
 
     def __init__(self, model, batch: int, capacity: int, *, compile: bool = False):
         self.model, self.batch, self.capacity = model, batch, capacity
-        cfg = model.config.get_text_config(decoder=True)
-        self.cache = StaticCache(config=cfg, max_cache_len=capacity)
+        hf_config = model.config.get_text_config(decoder=True)
+        self.cache = StaticCache(config=hf_config, max_cache_len=capacity)
         if not all(type(layer) is StaticLayer for layer in self.cache.layers):
             kinds = sorted({type(layer).__name__ for layer in self.cache.layers})
             raise ValueError(f"decode='static'/'compiled' supports full-attention layers only, this model has {kinds}: "
                              "use decode='dynamic'")
         p = next(model.parameters())
-        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        heads = getattr(hf_config, "num_key_value_heads", None) or hf_config.num_attention_heads
+        head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
         self.cache.early_initialization(batch, heads, head_dim, p.dtype, p.device)
         if not all(hasattr(layer, "cumulative_length") for layer in self.cache.layers):
             import transformers

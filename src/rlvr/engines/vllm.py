@@ -200,7 +200,7 @@ class VLLMEngine:
                  logprobs_mode: str | None = "processed_logprobs", seed: int = 0, llm=None,
                  sampling_params_cls=None, **llm_kwargs):
         if sleep_between_steps and not enable_sleep_mode:
-            raise ValueError("sleep_between_steps needs enable_sleep_mode=True (rollout.vllm_enable_sleep_mode)")
+            raise ValueError("sleep_between_steps needs enable_sleep_mode=True (rollout.engine_params: {sleep: true})")
         if llm is None or sampling_params_cls is None:
             vllm = import_vllm()
             sampling_params_cls = sampling_params_cls or vllm.SamplingParams

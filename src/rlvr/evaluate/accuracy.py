@@ -41,7 +41,7 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
         groups = engine.generate(problems, params)
     pairs = [(s, prob) for prob, group in zip(problems, groups) for s in group]
     if multi:
-        verdicts = [s.info["verdict"] for s, _ in pairs]
+        verdicts = [s.verdict for s, _ in pairs]
     else:
         workers = min(int(getattr(env, "step_workers", 1) or 1) if env is not None else 1, max(1, len(pairs)))
         check = lambda sp: safe_verify(verifier, sp[0].text, sp[1].answer)  # noqa: E731

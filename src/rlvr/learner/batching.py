@@ -80,10 +80,10 @@ def chunked_head(model) -> tuple[torch.nn.Module, torch.Tensor] | str:
         return f"its LM head is a {type(head).__name__}, not a plain nn.Linear (e.g. LoRA on lm_head)"
     if head.bias is not None:
         return "its LM head has a bias"
-    cfg = getattr(model, "config", None)
+    hf_config = getattr(model, "config", None)
     for key in ("final_logit_softcapping", "logit_scale", "output_logits_scaling"):
-        if getattr(cfg, key, None) not in (None, 1.0):
-            return f"its config sets {key}={getattr(cfg, key)!r} (logits are post-processed)"
+        if getattr(hf_config, key, None) not in (None, 1.0):
+            return f"its config sets {key}={getattr(hf_config, key)!r} (logits are post-processed)"
     decoder = model.get_decoder()
     if decoder is None:
         return "get_decoder() returned None"
@@ -327,6 +327,27 @@ def _check_packing_support() -> None:
                            "train.micro_batch_tokens=0")
 
 
+def _packed_image_kwargs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int, images,
+                         share_prompts: bool) -> dict:
+    """The image inputs of packed rows (``{}`` for text): the rows' image tensors in packing order, under
+    ``share_prompts`` once per shared prompt (as its placeholders are)."""
+    if images is None or not any(x is not None for x in images):
+        return {}
+    from rlvr.models.vision import uses_mrope
+
+    if uses_mrope(model):
+        raise ValueError(f"{type(model).__name__} computes multimodal rotary positions per sequence, which a "
+                         "packed row does not give it: train it with train.micro_batch_tokens=0")
+    order = images
+    if share_prompts:  # a group's prompt (and its placeholders) is packed once: its images once too
+        keys, _ = prompt_keys(input_ids.cpu(), attention_mask.cpu(), start, images)
+        first = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        order = [images[i] for i in sorted(first.values())]
+    return _image_kwargs(model, order)
+
+
 def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int,
                     temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = False,
                     return_hidden: bool = False, chunk_size: int = 0, share_prompts: bool = False, images=None):
@@ -345,21 +366,7 @@ def packed_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     B, T = input_ids.shape
     K = T - start
     mask4d = None
-    extra = {}
-    if images is not None and any(x is not None for x in images):
-        from rlvr.models.vision import uses_mrope
-
-        if uses_mrope(model):
-            raise ValueError(f"{type(model).__name__} computes multimodal rotary positions per sequence, which a "
-                             "packed row does not give it: train it with train.micro_batch_tokens=0")
-        order = images
-        if share_prompts:  # a group's prompt (and its placeholders) is packed once: its images once too
-            keys, _ = prompt_keys(input_ids.cpu(), attention_mask.cpu(), start, images)
-            first = {}
-            for i, k in enumerate(keys):
-                first.setdefault(k, i)
-            order = [images[i] for i in sorted(first.values())]
-        extra = _image_kwargs(model, order)
+    extra = _packed_image_kwargs(model, input_ids, attention_mask, start, images, share_prompts)
     if share_prompts:
         ids, pos, allowed, src, rows, cols = pack_rows_shared(input_ids, attention_mask, start, images)
         mask4d = _attention_mask_4d(model, allowed)

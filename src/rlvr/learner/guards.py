@@ -66,12 +66,14 @@ def _finite(x: Any) -> bool:
         return False
 
 
-def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequence, cfg,
+def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequence, *, verifier: str,
+                      env: str = "single_turn", source: str = "verifier",
                       prompts: Mapping[str, str] | None = None) -> str | None:
     """None when every reward is finite; else what produced the first non-finite one, with that sample.
 
-    Blame goes to the first of: the verifier (its verdict's score), the environment (the episode's
-    return in ``sample.info["reward"]``), the reward source (``reward.source``) or reward shaping.
+    Blame goes to the first of: the verifier (its verdict's score; ``verifier`` is ``reward.verifier``), the
+    environment (the episode's return in ``sample.reward``; ``env`` is ``env.name``), the reward source
+    (``source``: ``reward.source``) or reward shaping.
     """
     finite = torch.isfinite(rewards)
     if bool(finite.all()):
@@ -79,32 +81,34 @@ def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequen
     bad = (~finite).nonzero().flatten().tolist()
     i = bad[0]
     s, v, r = samples[i], verdicts[i], float(rewards[i])
-    env_return = s.info.get("reward") if isinstance(getattr(s, "info", None), dict) else None
+    env_return = s.reward
     if not _finite(v.score):
-        src = f"the verifier (reward.verifier={cfg.reward.verifier}) gave score {v.score}"
+        src = f"the verifier (reward.verifier={verifier}) gave score {v.score}"
     elif env_return is not None and not _finite(env_return):
-        src = f"the environment (env.name={cfg.env.name}) returned reward {env_return}"
-    elif cfg.reward.source != "verifier":
-        src = f"the reward source (reward.source={cfg.reward.source}) gave reward {r}"
+        src = f"the environment (env.name={env}) returned reward {env_return}"
+    elif source != "verifier":
+        src = f"the reward source (reward.source={source}) gave reward {r}"
     else:
         src = f"reward shaping (reward.* on a finite verdict {v.score}) gave reward {r}"
     return f"non-finite reward on {len(bad)} of {len(rewards)} samples: {src}; e.g. {_example(s, prompts)}"
 
 
-def nonfinite_advantages(rewards: torch.Tensor, advantages: torch.Tensor, samples: Sequence, cfg,
-                         values: torch.Tensor | None = None, prompts: Mapping[str, str] | None = None) -> str | None:
+def nonfinite_advantages(rewards: torch.Tensor, advantages: torch.Tensor, samples: Sequence, *, estimator: str,
+                         source: str = "verifier", values: torch.Tensor | None = None,
+                         prompts: Mapping[str, str] | None = None) -> str | None:
     """None when the step's rewards (after a policy-based reward source) and advantages are all finite; else
-    what went wrong first, with one sample."""
+    what went wrong first, with one sample (``estimator``: ``algorithm.advantage``; ``source``:
+    ``reward.source``)."""
     if not bool(torch.isfinite(rewards).all()):  # a reward source computed from the policy (in the recipe)
         i = int((~torch.isfinite(rewards)).nonzero()[0, 0])
-        return (f"non-finite reward {float(rewards[i])}: the reward source (reward.source={cfg.reward.source}) "
+        return (f"non-finite reward {float(rewards[i])}: the reward source (reward.source={source}) "
                 f"computed from the policy; e.g. {_example(samples[i], prompts)}")
     finite = torch.isfinite(advantages)
     if bool(finite.all()):
         return None
     rows = (~finite).reshape(len(advantages), -1).any(-1).nonzero().flatten().tolist()
     i = rows[0]
-    cause = f"the advantage estimator (algorithm.advantage={cfg.algorithm.advantage})"
+    cause = f"the advantage estimator (algorithm.advantage={estimator})"
     if values is not None and not bool(torch.isfinite(values).all()):
         cause = "the critic's values (algorithm.advantage=gae)"
     return (f"non-finite advantage on {len(rows)} of {len(advantages)} samples from finite rewards: {cause}; "

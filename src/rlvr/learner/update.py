@@ -3,8 +3,8 @@
 ``update_policy`` runs ``algorithm.ppo_epochs`` x ``algorithm.mini_batches`` optimizer steps over a
 :class:`rlvr.types.Batch` with gradient accumulation over micro-batches; the no-grad passes some estimators
 need before the advantage (entropy, reference KL, critic values) share
-:func:`per_token_pass`.  ``cfg`` is the run's config (``rlvr.recipes.config.RunConfig``);
-the learner reads ``cfg.algorithm``, ``cfg.train`` and ``cfg.rollout`` from it.
+:func:`per_token_pass`.  What they read of the run is a :class:`rlvr.learner.settings.LearnerSettings`
+(the recipe builds it from ``algorithm.*``, ``train.*`` and ``rollout.*``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from rlvr.algorithms.importance import is_correction_weights
 from rlvr.learner.batching import (completion_start, packed_logprobs, policy_logprobs, prompt_keys,
                                    token_budget_chunks)
 from rlvr.learner.guards import require_finite_norm
+from rlvr.learner.settings import LearnerSettings, ScheduleSettings
 from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
@@ -32,9 +33,9 @@ __all__ = ["update_policy", "PolicyUpdate", "make_scheduler", "deferred_interrup
            "enable_activation_checkpointing"]
 
 
-def make_scheduler(optimizer, cfg):
+def make_scheduler(optimizer, schedule: ScheduleSettings):
     """Linear warm-up, then constant / cosine / linear decay to 0 at ``train.steps``."""
-    warm, total, kind = cfg.train.warmup_steps, max(cfg.train.steps, 1), cfg.train.schedule
+    warm, total, kind = schedule.warmup_steps, max(schedule.total_steps, 1), schedule.kind
 
     def factor(step: int) -> float:
         if warm and step < warm:
@@ -91,7 +92,7 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
     return sub, completion_start(sub)
 
 
-def per_token_pass(batch: Batch, cfg, device, fn) -> torch.Tensor:
+def per_token_pass(batch: Batch, micro_batch_size: int, device, fn) -> torch.Tensor:
     """Run ``fn(micro_batch, start) -> [b, T' - start]`` over the batch without gradients; [B, T] float32 result.
 
     The no-grad forward passes some estimators need before the advantage
@@ -101,7 +102,7 @@ def per_token_pass(batch: Batch, cfg, device, fn) -> torch.Tensor:
     """
     out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
     with torch.no_grad():
-        for chunk in torch.arange(batch.input_ids.shape[0]).split(cfg.train.micro_batch_size):
+        for chunk in torch.arange(batch.input_ids.shape[0]).split(micro_batch_size):
             mb, start = sub_batch(batch, chunk, device)
             res = fn(mb, start)
             # sub_batch trimmed columns lo:hi; completions end at hi, so the result block ends there too
@@ -110,21 +111,21 @@ def per_token_pass(batch: Batch, cfg, device, fn) -> torch.Tensor:
     return out * batch.completion_mask
 
 
-def policy_entropy(model, batch: Batch, cfg, device) -> torch.Tensor:
+def policy_entropy(model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
     """Per-token entropy of the current policy at every completion position, [B, T] (no grad).
 
     Needed before the advantage by the entropy-guided estimator (RL-ZVP).
     """
     was_training = model.training
     model.eval()
-    out = per_token_pass(batch, cfg, device, lambda mb, start: policy_logprobs(
-        model, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature, with_entropy=True,
-        chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[1])
+    out = per_token_pass(batch, settings.micro_batch_size, device, lambda mb, start: policy_logprobs(
+        model, mb.input_ids, mb.attention_mask, start, settings.temperature, with_entropy=True,
+        chunk_size=settings.logprob_chunk_size, **_images(mb))[1])
     model.train(was_training)
     return out
 
 
-def reference_kl(model, ref_model, batch: Batch, cfg, device) -> torch.Tensor:
+def reference_kl(model, ref_model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
     """Per-token k1 = log pi_old - log pi_ref at every completion position, [B, T] (no grad).
 
     ``pi_old`` is the learner's policy before this step's update (``model``), not the sampler: the KL
@@ -135,14 +136,14 @@ def reference_kl(model, ref_model, batch: Batch, cfg, device) -> torch.Tensor:
     """
     def k1(mb: Batch, start: int) -> torch.Tensor:
         def logp(m):
-            return policy_logprobs(m, mb.input_ids, mb.attention_mask, start, cfg.rollout.temperature,
-                                   chunk_size=cfg.train.logprob_chunk_size, **_images(mb))[0].float()
+            return policy_logprobs(m, mb.input_ids, mb.attention_mask, start, settings.temperature,
+                                   chunk_size=settings.logprob_chunk_size, **_images(mb))[0].float()
 
         return logp(model) - logp(ref_model)
 
     was_training = model.training
     model.eval()
-    out = per_token_pass(batch, cfg, device, k1)
+    out = per_token_pass(batch, settings.micro_batch_size, device, k1)
     model.train(was_training)
     if batch.off_policy is not None:
         out = out * (~batch.off_policy.bool()).unsqueeze(-1).to(out.dtype)
@@ -154,13 +155,13 @@ def _images(mb: Batch) -> dict:
     return {"images": mb.image_inputs} if mb.image_inputs is not None else {}
 
 
-def critic_value_pass(critic, model, batch: Batch, cfg, device) -> torch.Tensor:
+def critic_value_pass(critic, model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
     """The critic's value of the state before every completion token, [B, T] (no grad; 0 off the completion)."""
-    return per_token_pass(batch, cfg, device, lambda mb, start: critic_values(
+    return per_token_pass(batch, settings.micro_batch_size, device, lambda mb, start: critic_values(
         critic, model, mb.input_ids, mb.attention_mask, start))
 
 
-def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
+def update_policy(model, optimizer, batch: Batch, settings: LearnerSettings, ref_model=None, dp=None, critic=None,
                   critic_optimizer=None, train_policy: bool = True,
                   entropy_coef: float | None = None) -> dict[str, float]:
     """``algorithm.ppo_epochs`` passes over ``batch``, each ``algorithm.mini_batches`` optimizer steps; returns
@@ -202,7 +203,7 @@ def update_policy(model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, 
     once per rollout batch, from the sampler's log-probs of every counted token (this rank's rows under
     ``dp``); every micro-batch of every optimizer step gets its slice.
     """
-    return PolicyUpdate(model, optimizer, batch, cfg, ref_model, dp, critic, critic_optimizer, train_policy,
+    return PolicyUpdate(model, optimizer, batch, settings, ref_model, dp, critic, critic_optimizer, train_policy,
                         entropy_coef).run()
 
 
@@ -221,36 +222,36 @@ class MiniBatch:
 class PolicyUpdate:
     """The state of one :func:`update_policy` call: mini-batches of rows learned from, normalisers, running sums."""
 
-    def __init__(self, model, optimizer, batch: Batch, cfg, ref_model=None, dp=None, critic=None,
-                 critic_optimizer=None, train_policy: bool = True, entropy_coef: float | None = None):
-        alg, tcfg = cfg.algorithm, cfg.train
-        self.entropy_coef = alg.entropy_coef if entropy_coef is None else entropy_coef
-        selected_rows, self.selection_stats = self.select_tokens(batch, alg)  # Clip-Cov / KL-Cov, batch-wide
+    def __init__(self, model, optimizer, batch: Batch, settings: LearnerSettings, ref_model=None, dp=None,
+                 critic=None, critic_optimizer=None, train_policy: bool = True, entropy_coef: float | None = None):
+        s = self.settings = settings
+        self.entropy_coef = s.entropy_coef if entropy_coef is None else entropy_coef
+        selected_rows, self.selection_stats = self.select_tokens(batch, s)  # Clip-Cov / KL-Cov, batch-wide
         if self.selection_stats is not None:
             batch = dataclasses.replace(batch, token_select=self.selection_stats.pop("_selected"))
-        self.model, self.optimizer, self.batch, self.cfg, self.ref_model = model, optimizer, batch, cfg, ref_model
+        self.model, self.optimizer, self.batch, self.ref_model = model, optimizer, batch, ref_model
         self.dp, self.critic, self.critic_optimizer, self.train_policy = dp, critic, critic_optimizer, train_policy
         self.B = batch.input_ids.shape[0]
         keep = torch.ones(self.B, dtype=torch.bool)
-        if alg.skip_zero_advantage and (alg.kl_coef == 0 or alg.kl_in_reward) and self.entropy_coef == 0 \
+        if s.skip_zero_advantage and (s.kl_coef == 0 or s.kl_in_reward) and self.entropy_coef == 0 \
                 and critic is None:  # the critic learns from every row
             nonzero = batch.advantages != 0
             keep = nonzero.any(-1) if nonzero.dim() == 2 else nonzero
             if selected_rows is not None:  # KL-Cov: a selected token has a gradient at any advantage
                 keep = keep | selected_rows
-        self.packed = tcfg.micro_batch_tokens > 0
+        self.packed = s.micro_batch_tokens > 0
         shared = prompt_keys(batch.input_ids, batch.attention_mask, completion_start(batch), **_images(batch)) \
-            if self.packed and tcfg.share_prompts else None
-        one = alg.mini_batches == 1
-        parts = [torch.arange(self.B)] if one else list(torch.arange(self.B).tensor_split(alg.mini_batches))
+            if self.packed and s.share_prompts else None
+        one = s.mini_batches == 1
+        parts = [torch.arange(self.B)] if one else list(torch.arange(self.B).tensor_split(s.mini_batches))
         self.chunks: list[torch.Tensor] = []
         self.minis: list[MiniBatch] = []
         for part in parts:
             rows = part[keep[part]]
             if self.packed:  # packed micro-batches filled to a token budget
-                chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), tcfg.micro_batch_tokens, shared)
+                chunks = token_budget_chunks(rows, batch.attention_mask.sum(1), s.micro_batch_tokens, shared)
             else:
-                chunks = list(rows.split(tcfg.micro_batch_size)) if len(rows) else []
+                chunks = list(rows.split(s.micro_batch_size)) if len(rows) else []
             local = batch.completion_mask.sum() if one else batch.completion_mask[part].sum()
             tokens, seqs, passes = local.clamp(min=1), len(part), len(chunks)
             if dp is not None:  # global normalisers, and the largest pass count of any rank
@@ -260,7 +261,7 @@ class PolicyUpdate:
             self.chunks += chunks
         self.rows = self.minis[0].rows if one else torch.cat([m.rows for m in self.minis])
         self.prepass = not one  # logp_old before the first optimizer step: a pass over the whole batch
-        self.logprobs = functools.partial(packed_logprobs, share_prompts=tcfg.share_prompts) if self.packed \
+        self.logprobs = functools.partial(packed_logprobs, share_prompts=s.share_prompts) if self.packed \
             else policy_logprobs
         self.grad_scale = 1.0 if dp is None else dp.grad_scale
         self.sums: dict[str, float] = {}
@@ -271,18 +272,18 @@ class PolicyUpdate:
         self.learner_old_logps: dict[int, torch.Tensor] = {}  # first-pass learner log-probs per micro-batch
         self.is_weights: dict[int, torch.Tensor | None] = {}
         self.device = next(model.parameters()).device
-        self.kl_coef = 0.0 if alg.kl_in_reward else alg.kl_coef  # folded into the reward instead of the loss
-        self.amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=tcfg.autocast == "bfloat16")
+        self.kl_coef = settings.loss_kl_coef  # 0 when folded into the reward instead of the loss
+        self.amp = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=s.autocast == "bfloat16")
         self.shared = critic is not None and critic.shared
 
     @staticmethod
-    def select_tokens(batch: Batch, alg) -> tuple[torch.Tensor | None, dict | None]:
+    def select_tokens(batch: Batch, s: LearnerSettings) -> tuple[torch.Tensor | None, dict | None]:
         """The policy loss's batch-wide token selection: (rows a zero advantage must not drop, or None;
         stats with the [B, T] selection under ``"_selected"``), or (None, None) for other losses."""
         mask = batch.completion_mask
         if batch.off_policy is not None:  # demonstrations have no sampler log-probs and get their own loss
             mask = torch.where(batch.off_policy.unsqueeze(-1), torch.zeros_like(mask), mask)
-        out = batch_token_selection(alg.policy_loss, alg.policy_loss_params, batch.sampler_logprobs,
+        out = batch_token_selection(s.policy_loss, s.policy_loss_params, batch.sampler_logprobs,
                                     batch.advantages, mask)
         if out is None:
             return None, None
@@ -291,14 +292,14 @@ class PolicyUpdate:
 
     def run(self) -> dict[str, float]:
         """``algorithm.ppo_epochs`` passes, each one optimizer step per mini-batch."""
-        alg, tcfg = self.cfg.algorithm, self.cfg.train
+        s = self.settings
         grad_norm = critic_norm = 0.0
-        if tcfg.activation_checkpointing:
+        if s.activation_checkpointing:
             enable_activation_checkpointing(self.model)
         self.model.train()
         if self.prepass:
             self.old_logprob_pass()
-        for epoch in range(alg.ppo_epochs):
+        for epoch in range(s.ppo_epochs):
             for mini in self.minis:
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.critic_optimizer is not None:
@@ -309,11 +310,11 @@ class PolicyUpdate:
                         continue
                     self.micro_batch(epoch, mini.chunks[j], mini)
                 if mini.passes and self.critic_optimizer is not None:
-                    critic_norm = clip_gradients(list(self.critic.parameters()), tcfg.max_grad_norm)
+                    critic_norm = clip_gradients(list(self.critic.parameters()), s.max_grad_norm)
                     require_finite_norm(critic_norm, "critic")  # guards.py: nothing non-finite reaches the weights
                     self.critic_optimizer.step()
                 if mini.passes and self.train_policy:
-                    grad_norm = clip_gradients(list(self.model.parameters()), tcfg.max_grad_norm)
+                    grad_norm = clip_gradients(list(self.model.parameters()), s.max_grad_norm)
                     require_finite_norm(grad_norm, "policy")
                 self.optimizer.step()  # a no-op without gradients (critic warm-up too)
         sums, weight_total = self.sums, self.weight_total
@@ -333,7 +334,7 @@ class PolicyUpdate:
     def old_logprob_pass(self) -> None:
         """Several optimizer steps per batch: every micro-batch's ``logp_old`` (and sampler mismatch, importance
         weights) from the weights before the first step, without gradients."""
-        cfg = self.cfg
+        s = self.settings
         with torch.no_grad():
             for mini in self.minis:
                 for j in range(mini.passes):
@@ -344,20 +345,21 @@ class PolicyUpdate:
                     mb, start = sub_batch(self.batch, self.chunks[ci], self.device)
                     with self.amp:
                         logp, _ = self.logprobs(self.model, mb.input_ids, mb.attention_mask, start,
-                                                cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size,
+                                                s.temperature, chunk_size=s.logprob_chunk_size,
                                                 **_images(mb))
                     self.first_pass(ci, mb, start, logp, mb.completion_mask[:, start:])
 
     def micro_batch(self, epoch: int, ci: int, mini: MiniBatch) -> None:
         """Forward, loss and backward of micro-batch ``ci`` of ``mini``; its diagnostics join the running sums."""
-        alg, cfg, model = self.cfg.algorithm, self.cfg, self.model
+        s = self.settings
+        model = self.model
         chunk = self.chunks[ci]
         mb, start = sub_batch(self.batch, chunk, self.device)
         with self.amp, torch.set_grad_enabled(self.train_policy):
             logp, ent, *hidden = self.logprobs(model, mb.input_ids, mb.attention_mask, start,
-                                               cfg.rollout.temperature, with_entropy=True,
+                                               s.temperature, with_entropy=True,
                                                entropy_grad=self.entropy_coef > 0, return_hidden=self.shared,
-                                               chunk_size=cfg.train.logprob_chunk_size, **_images(mb))
+                                               chunk_size=s.logprob_chunk_size, **_images(mb))
         mask = mb.completion_mask[:, start:]
         if epoch == 0 and not self.prepass:
             self.first_pass(ci, mb, start, logp, mask)
@@ -365,18 +367,18 @@ class PolicyUpdate:
         if self.kl_coef > 0:
             with torch.no_grad(), self.amp:
                 ref_logp, _ = self.logprobs(self.ref_model, mb.input_ids, mb.attention_mask, start,
-                                            cfg.rollout.temperature, chunk_size=cfg.train.logprob_chunk_size,
+                                            s.temperature, chunk_size=s.logprob_chunk_size,
                                             **_images(mb))
         adv = mb.advantages[:, start:] if mb.advantages.dim() == 2 else mb.advantages  # per-token estimators
         loss, m = grpo_loss(logp, self.learner_old_logps[ci], adv, mask, ref_logp=ref_logp,
-                            kl_coef=self.kl_coef, kl_kind=alg.kl_estimator, clip_low=alg.clip_low,
-                            clip_high=alg.clip_high, agg=alg.loss_agg, max_len=cfg.rollout.max_new_tokens,
-                            policy_loss=alg.policy_loss, policy_loss_params=alg.policy_loss_params,
+                            kl_coef=self.kl_coef, kl_kind=s.kl_estimator, clip_low=s.clip_low,
+                            clip_high=s.clip_high, agg=s.loss_agg, max_len=s.max_new_tokens,
+                            policy_loss=s.policy_loss, policy_loss_params=s.policy_loss_params,
                             entropy=ent if self.entropy_coef > 0 else None, entropy_coef=self.entropy_coef,
                             is_weights=self.is_weights[ci], off_policy=mb.off_policy,
-                            shaping_gamma=cfg.guidance.shaping_gamma if mb.off_policy is not None else 0.1,
+                            shaping_gamma=s.shaping_gamma if mb.off_policy is not None else 0.1,
                             token_select=None if mb.token_select is None else mb.token_select[:, start:])
-        w = float(mask.sum() / mini.tokens) if alg.loss_agg == "token_mean" else len(chunk) / mini.seqs
+        w = float(mask.sum() / mini.tokens) if s.loss_agg == "token_mean" else len(chunk) / mini.seqs
         total = loss  # without gradient under train_policy=False: logp was computed without it
         if self.critic is not None:  # PPO's value loss, against the GAE returns
             total = total + self.value_term(mb, start, hidden, mask, m)
@@ -391,7 +393,7 @@ class PolicyUpdate:
 
     def first_pass(self, ci: int, mb: Batch, start: int, logp: torch.Tensor, mask: torch.Tensor) -> None:
         """Keep the learner's log-probs before any update as ``logp_old``; sampler mismatch and importance weights."""
-        alg = self.cfg.algorithm
+        s = self.settings
         old = logp.detach()
         if mb.off_policy is not None:  # demonstrations: behaviour probability 1 (log 0), as their sampler log-probs
             off = mb.off_policy.unsqueeze(-1)
@@ -409,19 +411,19 @@ class PolicyUpdate:
             self.ratio_outside += float(((ratio < 0.9) | (ratio > 1.1)).sum())
         self.mismatch_tokens += float(mask.sum())
         # sampler -> learner importance weights (precision mismatch, stale weights)
-        self.is_weights[ci] = is_correction_weights(alg.is_correction, logp.detach(), rollout_logp, mask,
-                                                    **alg.is_params)
+        self.is_weights[ci] = is_correction_weights(s.is_correction, logp.detach(), rollout_logp, mask,
+                                                    **s.is_params)
 
     def value_term(self, mb: Batch, start: int, hidden: list, mask: torch.Tensor, m: dict) -> torch.Tensor:
         """``value.coef`` x the clipped value loss of the critic against the GAE returns (metrics into ``m``)."""
-        alg, critic = self.cfg.algorithm, self.critic
+        s, critic = self.settings, self.critic
         with self.amp:
             values = critic.values_from_hidden(hidden[0]) if self.shared else \
                 critic_values(critic, self.model, mb.input_ids, mb.attention_mask, start)
         vloss, vm = value_loss(values, mb.values[:, start:], mb.returns[:, start:], mask,
-                               clip_range=alg.value.clip, agg=alg.loss_agg, max_len=self.cfg.rollout.max_new_tokens)
+                               clip_range=s.value_clip, agg=s.loss_agg, max_len=s.max_new_tokens)
         m.update(vm, value_loss=vloss.detach())
-        return alg.value.coef * vloss
+        return s.value_coef * vloss
 
 
 def value_diagnostics(batch: Batch) -> dict[str, float]:

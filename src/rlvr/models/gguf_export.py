@@ -38,30 +38,30 @@ def _permute(w, n_head: int):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _rope_theta(cfg) -> float:
-    params = getattr(cfg, "rope_parameters", None) or {}
-    scaling = getattr(cfg, "rope_scaling", None) or {}
+def _rope_theta(hf_config) -> float:
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    scaling = getattr(hf_config, "rope_scaling", None) or {}
     rope_type = params.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
     if rope_type not in (None, "default"):
         raise GGUFExportError(f"GGUF export supports plain rope only; this model uses rope_type={rope_type!r}")
-    theta = getattr(cfg, "rope_theta", None) or params.get("rope_theta")
+    theta = getattr(hf_config, "rope_theta", None) or params.get("rope_theta")
     if theta is None:
         raise GGUFExportError("the model config has no rope_theta")
     return float(theta)
 
 
 def _check_llama(model) -> None:
-    cfg = model.config
-    if cfg.model_type != "llama":
-        raise GGUFExportError(f"GGUF export supports Llama-architecture models; this one is {cfg.model_type!r}")
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    if head_dim * cfg.num_attention_heads != cfg.hidden_size:
-        raise GGUFExportError(f"head_dim {head_dim} x {cfg.num_attention_heads} heads != hidden size "
-                              f"{cfg.hidden_size}: not supported by this GGUF exporter")
-    if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+    hf_config = model.config
+    if hf_config.model_type != "llama":
+        raise GGUFExportError(f"GGUF export supports Llama-architecture models; this one is {hf_config.model_type!r}")
+    head_dim = getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    if head_dim * hf_config.num_attention_heads != hf_config.hidden_size:
+        raise GGUFExportError(f"head_dim {head_dim} x {hf_config.num_attention_heads} heads != hidden size "
+                              f"{hf_config.hidden_size}: not supported by this GGUF exporter")
+    if getattr(hf_config, "attention_bias", False) or getattr(hf_config, "mlp_bias", False):
         raise GGUFExportError("attention/MLP biases are not supported by this GGUF exporter")
-    if getattr(cfg, "hidden_act", "silu") != "silu":
-        raise GGUFExportError(f"hidden_act {cfg.hidden_act!r} is not supported (llama.cpp's llama uses silu)")
+    if getattr(hf_config, "hidden_act", "silu") != "silu":
+        raise GGUFExportError(f"hidden_act {hf_config.hidden_act!r} is not supported (llama.cpp's llama uses silu)")
 
 
 def _is_gpt2_byte_level(p) -> bool:
@@ -127,38 +127,50 @@ def write_gguf(model, tokenizer, path: str | os.PathLike) -> Path:
         GGUFExportError: an architecture, rope variant or tokenizer this exporter cannot write.
     """
     import gguf
-    import numpy as np
-    import torch
 
     if tokenizer is None:
         raise GGUFExportError("GGUF export needs the tokenizer (the checkpoint has none)")
     _check_llama(model)
     tokens, types, merges, pre_name = _tokenizer_vocab(tokenizer)
-    cfg = model.config
-    if len(tokens) > cfg.vocab_size:
-        raise GGUFExportError(f"the tokenizer has {len(tokens)} tokens but the model only {cfg.vocab_size} rows")
-    while len(tokens) < cfg.vocab_size:  # embedding rows past the tokenizer (padding to a multiple)
+    hf_config = model.config
+    if len(tokens) > hf_config.vocab_size:
+        raise GGUFExportError(f"the tokenizer has {len(tokens)} tokens but the model only {hf_config.vocab_size} rows")
+    while len(tokens) < hf_config.vocab_size:  # embedding rows past the tokenizer (padding to a multiple)
         tokens.append(f"[PAD{len(tokens)}]")
         types.append(int(gguf.TokenType.UNUSED))
-    n_head, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads or cfg.num_attention_heads
-    head_dim = cfg.hidden_size // n_head
-    tied = bool(getattr(cfg, "tie_word_embeddings", False))
-
     path = Path(path)
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(Path(str(getattr(cfg, "_name_or_path", "") or "rlvr-export")).name or "rlvr-export")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
+    _add_architecture(w, hf_config)
+    _add_tokenizer(w, tokenizer, tokens, types, merges, pre_name)
+    _add_tensors(w, model)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _add_architecture(w, hf_config) -> None:
+    """The llama.cpp architecture keys of a Llama config (float32 tensors)."""
+    import gguf
+
+    n_head = hf_config.num_attention_heads
+    w.add_name(Path(str(getattr(hf_config, "_name_or_path", "") or "rlvr-export")).name or "rlvr-export")
+    w.add_context_length(hf_config.max_position_embeddings)
+    w.add_embedding_length(hf_config.hidden_size)
+    w.add_block_count(hf_config.num_hidden_layers)
+    w.add_feed_forward_length(hf_config.intermediate_size)
     w.add_head_count(n_head)
-    w.add_head_count_kv(n_kv)
-    w.add_rope_dimension_count(head_dim)
-    w.add_rope_freq_base(_rope_theta(cfg))
-    w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
-    w.add_vocab_size(cfg.vocab_size)
+    w.add_head_count_kv(hf_config.num_key_value_heads or n_head)
+    w.add_rope_dimension_count(hf_config.hidden_size // n_head)
+    w.add_rope_freq_base(_rope_theta(hf_config))
+    w.add_layer_norm_rms_eps(float(hf_config.rms_norm_eps))
+    w.add_vocab_size(hf_config.vocab_size)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
+
+def _add_tokenizer(w, tokenizer, tokens: list[str], types: list[int], merges: list[str], pre_name: str) -> None:
+    """The byte-level BPE vocabulary, merges, special token ids and chat template."""
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre_name)
     w.add_token_list(tokens)
@@ -173,6 +185,15 @@ def write_gguf(model, tokenizer, path: str | os.PathLike) -> Path:
     if isinstance(template, str):
         w.add_chat_template(template)
 
+
+def _add_tensors(w, model) -> None:
+    """Every weight as float32 under its llama.cpp name (q and k rows permuted to its rope layout)."""
+    import numpy as np
+    import torch
+
+    hf_config = model.config
+    n_head = hf_config.num_attention_heads
+    n_kv = hf_config.num_key_value_heads or n_head
     sd = {k: v.detach().to(torch.float32).cpu().numpy() for k, v in model.state_dict().items()}
 
     def put(name: str, key: str, permute_heads: int | None = None) -> None:
@@ -184,7 +205,7 @@ def write_gguf(model, tokenizer, path: str | os.PathLike) -> Path:
         w.add_tensor(name, np.ascontiguousarray(t, dtype=np.float32))
 
     put("token_embd.weight", "model.embed_tokens.weight")
-    for i in range(cfg.num_hidden_layers):
+    for i in range(hf_config.num_hidden_layers):
         p = f"model.layers.{i}."
         put(f"blk.{i}.attn_norm.weight", p + "input_layernorm.weight")
         put(f"blk.{i}.attn_q.weight", p + "self_attn.q_proj.weight", n_head)
@@ -196,11 +217,5 @@ def write_gguf(model, tokenizer, path: str | os.PathLike) -> Path:
         put(f"blk.{i}.ffn_up.weight", p + "mlp.up_proj.weight")
         put(f"blk.{i}.ffn_down.weight", p + "mlp.down_proj.weight")
     put("output_norm.weight", "model.norm.weight")
-    if not tied:
+    if not bool(getattr(hf_config, "tie_word_embeddings", False)):
         put("output.weight", "lm_head.weight")
-
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path

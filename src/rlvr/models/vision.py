@@ -137,8 +137,8 @@ def as_tokenizer(obj):
 
 def is_vision_model(model) -> bool:
     """True for an image-text-to-text model (its config has a ``vision_config``), LoRA-wrapped or not."""
-    cfg = getattr(model, "config", None)
-    return getattr(cfg, "vision_config", None) is not None
+    hf_config = getattr(model, "config", None)
+    return getattr(hf_config, "vision_config", None) is not None
 
 
 def is_vision_checkpoint(path: str | os.PathLike) -> bool:

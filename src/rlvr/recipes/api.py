@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from rlvr.config import load_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import train as _train
+from rlvr.recipes.run import train as _train
 
 __all__ = ["train", "train_seeds"]
 

@@ -6,13 +6,23 @@ load from YAML and override with dotted keys, e.g. ``train.steps=20``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from rlvr.config import ConfigModel, option
-from rlvr.models.lora import LoraSettings
+from rlvr.distributed.settings import DistributedConfig
+from rlvr.engines.registry import EngineContext, hf_options
+from rlvr.envs.settings import EnvConfig
+from rlvr.evaluate.settings import EvalConfig
+from rlvr.learner.settings import LearnerSettings, ScheduleSettings
+from rlvr.models.settings import ModelConfig
+from rlvr.recipes.rules import RUN_RULES
+from rlvr.rewards.settings import RewardConfig
+from rlvr.rollout.async_rollouts import GeneratorSettings
+from rlvr.rollout.collect import CollectSettings
+from rlvr.rollout.settings import GuidanceConfig, RolloutConfig
+from rlvr.tasks.settings import CurriculumConfig, TaskConfig, task_at_level
 
 __all__ = [
     "ModelConfig",
@@ -28,65 +38,8 @@ __all__ = [
     "EvalConfig",
     "DistributedConfig",
     "RunConfig",
+    "task_at_level",
 ]
-
-
-class ModelConfig(ConfigModel):
-    name: str = option("smollm2-135m-instruct", "bundled model name, HF directory, rlvr checkpoint, or hub id")
-    dtype: Literal["float32", "bfloat16"] = option("float32", "parameter dtype of the policy")
-    cache_dir: str | None = option(None, "where bundled models are converted to (default $RLVR_CACHE or ~/.cache/rlvr)")
-    device: str = option("auto", "where the policy runs: auto (cuda if available, else cpu), cpu, cuda, cuda:N")
-    matmul: Literal["aten", "onednn"] = option(
-        "aten", "float32 CPU matrix products (sampler, learner, LM head): aten (PyTorch's BLAS, MKL) or onednn "
-                "(oneDNN kernels: 1.5-2.2x faster where MKL takes a generic path, e.g. AMD CPUs; rounding differs)")
-    lora: LoraSettings = option(None, "LoRA adapters (peft) instead of full fine-tuning", default_factory=LoraSettings)
-
-
-class TaskConfig(ConfigModel):
-    name: str = option("arithmetic", "which registered task supplies training and held-out problems "
-                                     "(rlvr.tasks.registry.TASKS: arithmetic, gsm8k, math500, aime24, amc23, jsonl, "
-                                     "code_functions, ...)")
-    params: dict[str, Any] = option(None, "options of the task that are not task.* fields (validated against the "
-                                          "task's registry entry)", default_factory=dict)
-    path: str | None = option(None, "file to read (jsonl task) or override for a benchmark file")
-    prompt_field: str = option("prompt", "jsonl task: field holding the prompt")
-    answer_field: str = option("answer", "jsonl task: field holding the reference answer")
-    template: str = option("What is {expression}? Put the final answer in \\boxed{{}}.",
-                           "arithmetic task: prompt template with {expression}")
-    num_operands: int = option(2, "arithmetic task: operands per expression", ge=2)
-    min_value: int = option(1, "arithmetic task: smallest operand")
-    max_value: int = option(50, "arithmetic task: largest operand")
-    operators: list[str] = option(None, "arithmetic task: operators drawn from + - *", default_factory=lambda: ["+"])
-    num_train: int = option(2000, "arithmetic task: training problems", ge=0)
-    num_heldout: int = option(256, "held-out problems for evaluation (arithmetic: generated disjoint from train)", ge=0)
-    system_prompt: str | None = option(None, "system message for every prompt (None: the chat template's default)")
-    seed: int = option(0, "seed of the problem generator and split")
-
-
-class RolloutConfig(ConfigModel):
-    group_size: int = option(8, "completions sampled per prompt (G)", ge=1)
-    max_new_tokens: int = option(64, "cap on generated tokens per completion", ge=1)
-    temperature: float = option(1.0, "sampling temperature during training", ge=0)
-    top_p: float = option(1.0, "nucleus sampling mass during training", gt=0, le=1)
-    batch_size: int = option(64, "sequences decoded together by the engine", ge=1)
-    engine: str = option("hf", "rollout engine, a name in rlvr.engines.registry.ENGINES: hf (in-process HF model, "
-                               "the CPU default) or vllm (needs the gpu extra)")
-    engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
-                                                 "entry)", default_factory=dict)
-    dtype: Literal["auto", "float32", "bfloat16"] = option(
-        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
-    ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
-    sleep_while_learning: bool = option(
-        False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
-               "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
-               "for vLLM see rollout.vllm_sleep")
-    vllm_gpu_memory_utilization: float = option(
-        0.5, "vllm: fraction of GPU memory for weights + KV cache (leave room for a learner on the same GPU)",
-        gt=0, le=1)
-    vllm_tensor_parallel_size: int = option(1, "vllm: GPUs one engine shards the model over", ge=1)
-    vllm_max_model_len: int = option(0, "vllm: context length to reserve KV cache for (0: the model's own)", ge=0)
-    vllm_sleep: bool = option(False, "vllm: sleep (weights to CPU RAM, KV cache freed) during the learner step "
-                                     "when both share a GPU; enables vLLM's sleep mode (CUDA/ROCm)")
 
 
 class ValueConfig(ConfigModel):
@@ -165,16 +118,26 @@ class AlgorithmConfig(ConfigModel):
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
 
-    def check(self) -> None:
+    @model_validator(mode="after")
+    def _aggregation_of_the_loss(self) -> AlgorithmConfig:
+        """Without ``loss_agg`` set, the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums),
+        recorded in the saved config."""
         from rlvr.algorithms import POLICY_LOSSES
         from rlvr.algorithms.losses import loss_aggregation
 
         if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
                 and loss_aggregation(self.policy_loss) != self.loss_agg:
-            # the loss's own aggregation (GSPO's sequence mean, TOPR's sequence sums), recorded in the saved config
             self.loss_agg = loss_aggregation(self.policy_loss)
+        return self
+
+    @model_validator(mode="after")
+    def _clips_can_act(self) -> AlgorithmConfig:
+        """See :meth:`_check_clips`."""
+        from rlvr.algorithms import POLICY_LOSSES
+
         if self.policy_loss in POLICY_LOSSES:
             self._check_clips("clip_range" in POLICY_LOSSES.entry(self.policy_loss).tags)
+        return self
 
     def optimizer_steps(self) -> int:
         """Optimizer steps per rollout batch: ``ppo_epochs x mini_batches``."""
@@ -224,126 +187,6 @@ class AlgorithmConfig(ConfigModel):
                              "algorithm.mini_batches > 1 "
                              "(several optimizer steps per batch, as verl's ppo_mini_batch_size) or "
                              "algorithm.ppo_epochs > 1")
-
-
-class RewardConfig(ConfigModel):
-    verifier: str = option("numeric", "registered verifier name scoring each completion")
-    verifier_params: dict[str, Any] = option(None, "options of the verifier, e.g. {tolerance: 0.01} for numeric",
-                                             default_factory=dict)
-    warn_verifier_errors: float = option(0.2, "warn on the console, with the first error, when more than this "
-                                              "share of a step's verdicts are verifier errors (exceptions, scored "
-                                              "0); 1: never", ge=0, le=1)
-    correct_reward: float = option(1.0, "reward when the verifier accepts")
-    wrong_reward: float = option(0.0, "reward when the verifier rejects")
-    overlong_cache_len: int = option(0, "DAPO soft overlong punishment over the last N tokens before "
-                                        "rollout.max_new_tokens (0: off)", ge=0)
-    laser_target_length: int = option(0, "LASER length shaping: bonus for correct answers of at most this many "
-                                         "tokens (0: off)", ge=0)
-    laser_alpha: float = option(0.5, "LASER length shaping: size of the bonus", ge=0)
-    flip_false_positive: float = option(0.0, "experiments: probability a wrong answer is rewarded as correct (rho0)",
-                                        ge=0, lt=1)
-    flip_false_negative: float = option(0.0, "experiments: probability a correct answer is rewarded as wrong (rho1)",
-                                        ge=0, lt=1)
-    source: str = option("verifier", "where a group's rewards come from, a name in rlvr.rewards.REWARD_SOURCES: "
-                                     "verifier (the verdict, scaled by correct_reward/wrong_reward), majority_vote "
-                                     "(TTRL: agreement with the group's majority answer, no labels), self_certainty "
-                                     "(INTUITOR), reference_likelihood (VeriFree/RLPR: the policy's probability of "
-                                     "the reference after its reasoning), random and format_only (controls)")
-    source_params: dict[str, Any] = option(None, "options of the reward source, e.g. {min_share: 0.5} for "
-                                                 "majority_vote, {p: 0.5, seed: 1} for random, {debias: false} for "
-                                                 "reference_likelihood", default_factory=dict)
-    process_prm: str | None = option(None, "process rewards in the loop: a PRM directory written by `rlvr rm train "
-                                           "kind=prm`; its step scores shape the advantages (None: off)")
-    process_prm_params: dict[str, Any] = option(None, "PRM input format overrides {step_tag, good, bad, delimiter} "
-                                                      "(default: the PRM's rlvr_reward_model.json)",
-                                                default_factory=dict)
-    process_transforms: list[Any] = option(None, "step-score transforms applied in order, names in "
-                                                 "rlvr.algorithms.process.STEP_TRANSFORMS (center, normalize, clip, "
-                                                 "clip_range, delta), each a name or {name: {options}}",
-                                           default_factory=list)
-    process_credit: str = option("sum", "process credit assignment, a name in PROCESS_CREDIT: sum or min (PURE "
-                                        "min-form: a trajectory is worth its worst step)")
-    process_credit_params: dict[str, Any] = option(None, "credit options, e.g. {temperature: 0.1} for min",
-                                                   default_factory=dict)
-    process_filter: str = option("none", "process/outcome filter, a name in PROCESS_FILTERS: none or disagreement "
-                                         "(samples whose PRM and outcome rewards disagree get advantage 0)")
-    process_filter_params: dict[str, Any] = option(None, "filter options, e.g. {low: 0.3, high: 0.7}",
-                                                   default_factory=dict)
-    process_baseline: Literal["steps", "returns", "none"] = option(
-        "steps", "GRPO family: baseline of the process returns (steps: DeepSeekMath step normalisation; returns: "
-                 "group baseline on the trajectory's process return; none: raw)")
-    process_coef: float = option(1.0, "weight of the process term in the advantage (or PPO token reward)")
-    outcome_coef: float = option(1.0, "weight of the outcome term (the estimator's advantage, or PPO's final "
-                                      "token reward) when process rewards are on")
-
-    def process_transform_list(self) -> list[tuple[str, dict]]:
-        """``process_transforms`` as ``(name, options)`` pairs (a name, or a one-key mapping name -> options)."""
-        out = []
-        for t in self.process_transforms:
-            if isinstance(t, str):
-                out.append((t, {}))
-            elif isinstance(t, dict) and len(t) == 1:
-                (name, opts), = t.items()
-                out.append((str(name), dict(opts or {})))
-            else:
-                raise ValueError(f"reward.process_transforms: each item is a name or {{name: {{options}}}}, got {t!r}")
-        return out
-
-
-class EnvConfig(ConfigModel):
-    """The environment episodes run in (rlvr.envs): one turn scored by reward.verifier, or several."""
-
-    name: str = option("single_turn", "environment, a name in rlvr.envs.ENVIRONMENTS: single_turn (the task "
-                                      "scored by reward.verifier), tools (calculator / sandboxed python tool use), "
-                                      "retry ('try again' feedback)")
-    params: dict[str, Any] = option(None, "options of the environment, e.g. {tools: [calculator], max_turns: 4} "
-                                          "or {attempts: 2} (validated against its registry entry)",
-                                    default_factory=dict)
-
-
-class CurriculumConfig(ConfigModel):
-    """A live curriculum (rlvr.tasks.curriculum): the task's difficulty follows the rolling pass rate."""
-
-    levels: list[dict[str, Any]] = option(None, "task options of each level, easiest first, e.g. "
-                                                "[{max_value: 9}, {max_value: 99}]; task.* fields or task.params "
-                                                "keys (empty: no curriculum)", default_factory=list)
-    low: float = option(0.2, "move one level down when the rolling pass rate falls below this", ge=0, le=1)
-    high: float = option(0.8, "move one level up when the rolling pass rate rises above this", ge=0, le=1)
-    window: int = option(32, "groups in the rolling pass rate", ge=1)
-    min_groups: int = option(16, "groups seen at a level before it may change", ge=1)
-    start_level: int = option(0, "level of the first step", ge=0)
-    eval_level: int = option(-1, "level whose held-out problems are evaluated (-1: the hardest)")
-    fixed: bool = option(False, "stay at start_level (the fixed-difficulty control of a curriculum run; the "
-                                "levels are still built and logged)")
-
-    def check(self) -> None:
-        if self.levels:
-            if not 0 <= self.low < self.high <= 1:
-                raise ValueError(f"curriculum: need 0 <= low < high <= 1, got low={self.low}, high={self.high}")
-            if self.window < 1 or not 1 <= self.min_groups <= self.window:
-                raise ValueError("curriculum: need window >= 1 and 1 <= min_groups <= window")
-            n = len(self.levels)
-            if not 0 <= self.start_level < n or not -n <= self.eval_level < n:
-                raise ValueError(f"curriculum.start_level / eval_level must index the {n} levels")
-
-
-class GuidanceConfig(ConfigModel):
-    """Guidance for groups whose samples all fail (rlvr.rollout.guidance), from the problem's reference solution."""
-
-    hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
-                                "the start of the answer (not trained on) until a sample succeeds")
-    hint_fractions: list[float] = option(None, "hint levels: shares of the solution's tokens revealed, increasing, "
-                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75],
-                                       min_length=1)
-    demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
-                                         "solution as an off-policy completion (shaped, unclipped loss)")
-    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
-
-    def check(self) -> None:
-        f = self.hint_fractions
-        if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
-            raise ValueError(f"guidance.hint_fractions must be a non-empty, strictly increasing list of shares in "
-                             f"(0, 1), got {f}")
 
 
 class TrainConfig(ConfigModel):
@@ -398,52 +241,18 @@ class TrainConfig(ConfigModel):
                                    "non-finite rewards, advantages or gradients (a skipped step never updates the "
                                    "weights; the checkpoints written before stay)", ge=1)
 
-    def check(self) -> None:
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_unit_interval(cls, betas: list[float]) -> list[float]:
+        if not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"train.betas: must be two numbers in [0, 1), got {betas}")
+        return betas
+
+    @model_validator(mode="after")
+    def _shared_prompts_are_packed(self) -> TrainConfig:
         if self.share_prompts and self.micro_batch_tokens <= 0:
             raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
-        if not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"train.betas must be two numbers in [0, 1), got {self.betas}")
-
-
-class EvalConfig(ConfigModel):
-    num_problems: int = option(256, "held-out problems to evaluate (<= task.num_heldout for arithmetic)", ge=0)
-    n: int = option(1, "samples per problem", ge=1)
-    temperature: float = option(0.0, "sampling temperature for evaluation (0: greedy)", ge=0)
-    max_new_tokens: int = option(64, "cap on generated tokens at evaluation", ge=1)
-    before_training: bool = option(True, "evaluate the initial policy before training")
-    after_training: bool = option(True, "evaluate the trained policy after training")
-    extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
-                                             default_factory=list)
-    seed: int = option(1234, "sampling seed for evaluation")
-    every: int = option(0, "also evaluate every N steps during training (greedy-or-eval.temperature, "
-                           "logged as heldout_accuracy in metrics.jsonl; 0: off)", ge=0)
-
-
-class DistributedConfig(ConfigModel):
-    backend: Literal["none", "ray"] = option(
-        "none", "none: everything in this process; ray: rollout workers are Ray actors (needs the distributed extra)")
-    fsdp: bool = option(False, "shard the learner with FSDP2 over the ranks torchrun starts, one per GPU (gloo on "
-                               "CPU): torchrun --nproc-per-node N -m rlvr.cli train ... distributed.fsdp=true")
-    mixed_precision: Literal["bf16", "none"] = option(
-        "bf16", "fsdp: bf16 compute and all-gathers, fp32 master weights, AdamW state and gradient reduction; "
-                "none: the model's dtype throughout")
-    activation_checkpointing: bool = option(
-        False, "fsdp: recompute each decoder block's activations in backward (less memory, more compute)")
-    address: str | None = option(None, "Ray cluster to join (auto: the one `ray start --head` started here; "
-                                       "ray://host:10001; None: start a local one)")
-    num_cpus: int = option(0, "CPUs a locally started Ray cluster offers (0: all cores)", ge=0)
-    num_rollout_workers: int = option(2, "Ray actors that sample rollouts (prompts are sharded across them)", ge=1)
-    cpus_per_rollout_worker: float = option(1.0, "CPUs reserved for each rollout worker", ge=0)
-    gpus_per_rollout_worker: float = option(0.0, "GPUs reserved for each rollout worker (vllm: tensor_parallel_size)",
-                                            ge=0)
-    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = option(
-        "PACK", "Ray placement-group strategy for the workers' bundles (PACK: fill a node first; SPREAD: spread)")
-    max_restarts: int = option(3, "times Ray restarts a dead rollout worker before rlvr recreates it", ge=-1)
-    learner: Literal["driver", "actor"] = option(
-        "driver", "where the learner runs: driver (this process) or actor (a Ray actor in the same placement "
-                  "group as the rollout workers, bundle 0)")
-    cpus_per_learner: float = option(1.0, "CPUs reserved for the learner actor (learner=actor)", ge=0)
-    gpus_per_learner: float = option(0.0, "GPUs reserved for the learner actor (learner=actor)", ge=0)
+        return self
 
 
 class RunConfig(ConfigModel):
@@ -480,208 +289,52 @@ class RunConfig(ConfigModel):
             raise ValueError(str(e)) from None
         return data
 
-    def _validate_registered(self) -> None:
-        """Every registry name and its options, checked before any model loads (errors name the key)."""
-        from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
-        from rlvr.tasks.registry import TASKS, task_options
-        from rlvr.verifiers import VERIFIERS
-
-        a, r = self.algorithm, self.reward
-        entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
-        if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
-            raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
-                             "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
-        ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
-                                   group_size=self.rollout.group_size)
-        POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
-        POLICY_LOSSES.validate_params(a.policy_loss, a.policy_loss_params, key="algorithm.policy_loss_params")
-        KL_ESTIMATORS.entry(a.kl_estimator, key="algorithm.kl_estimator")
-        IS_CORRECTIONS.entry(a.is_correction, key="algorithm.is_correction")
-        IS_CORRECTIONS.validate_params(a.is_correction, a.is_params, key="algorithm.is_params")
-        VERIFIERS.entry(r.verifier, key="reward.verifier")
-        VERIFIERS.validate_params(r.verifier, r.verifier_params, key="reward.verifier_params")
-        from rlvr.engines.registry import ENGINES
-
-        ENGINES.entry(self.rollout.engine, key="rollout.engine")
-        ENGINES.validate_params(self.rollout.engine, self.rollout.engine_params, key="rollout.engine_params")
-        if self.rollout.sleep_while_learning and (self.rollout.engine != "hf" or self.distributed.backend != "none"):
-            raise ValueError("rollout.sleep_while_learning frees the in-process HF engine's copy of the weights: it "
-                             "needs rollout.engine=hf and distributed.backend=none (vLLM: rollout.vllm_sleep)")
-        if self.train.optimizer == "adamw_bf16" and self.distributed.fsdp:
-            raise ValueError("train.optimizer=adamw_bf16 is not supported with distributed.fsdp (its sharded "
-                             "DTensor parameters are untested there): use train.optimizer=adamw")
-        if self.distributed.backend == "ray":
-            from rlvr.distributed.engine_factory import RAY_ENGINES
-
-            if self.rollout.engine not in RAY_ENGINES:
-                raise ValueError(f"rollout.engine={self.rollout.engine} cannot run in Ray rollout workers "
-                                 f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
-        TASKS.entry(self.task.name, key="task.name")
-        path = task_options(self.task).get("path")
-        if self.task.name in FILE_TASKS and not path:
-            raise ValueError(f"task.path: task.name={self.task.name} reads {FILE_TASKS[self.task.name]}: set "
-                             "task.path=...")
-        if self.task.name == "jsonl" and not Path(path).is_file():
-            raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
-        TASKS.check(self.task.name, self.task.params, key="task.params")
-        for i, level in enumerate(self.curriculum.levels):
-            lvl = task_at_level(self.task, level, key=f"curriculum.levels[{i}]")
-            TASKS.check(lvl.name, lvl.params, key=f"curriculum.levels[{i}]")
-        from rlvr.envs import ENVIRONMENTS, environment_traits
-
-        ENVIRONMENTS.entry(self.env.name, key="env.name")
-        ENVIRONMENTS.check(self.env.name, self.env.params, key="env.params")
-        traits = environment_traits(self.env.name, self.env.params)  # multi-turn: read from its limits
-        self._validate_reward_source(traits)
-        self._validate_backends(traits)
-
-    def _validate_backends(self, traits) -> None:
-        """Environments the backends that sample single completions (async rollouts, the generator process,
-        FSDP: they score with the verifier alone; Ray workers: one turn per call) cannot run."""
-        d = self.distributed
-        bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                               ("train.rollout_worker", self.train.rollout_worker),
-                               ("distributed.fsdp", d.fsdp)) if on and not traits.single_turn]
-        bad += ["distributed.backend=ray"] if d.backend == "ray" and traits.multi_turn else []
-        if bad:
-            raise ValueError(f"{traits.why()}, which {', '.join(bad)} cannot run yet (they sample single "
-                             "completions scored by reward.verifier): use the in-process engine")
-
-    def _validate_reward_source(self, traits) -> None:
-        """reward.source and reward.process_* checked against the task, verifier and the rest of the run."""
-        from rlvr.rewards.sources import REWARD_SOURCES
-
-        r = self.reward
-        # Every built-in task but a file or dataset of the user's carries reference answers; for those
-        # (jsonl, hf) it is unknown before the file is read: None lets the source through, and a source that
-        # reads the reference stops at the first problem without one when training.
-        has_reference = None if self.task.name in REFERENCE_UNKNOWN_TASKS else True
-        REWARD_SOURCES.check(r.source, r.source_params, key="reward.source", verifier=r.verifier,
-                             has_reference=has_reference)
-        from rlvr.rollout.collect import COLLECT_SOURCES
-
-        if r.source not in COLLECT_SOURCES | POLICY_SOURCES:
-            raise ValueError(f"reward.source={r.source} is registered but the training loop does not compute it "
-                             f"(collected: {', '.join(sorted(COLLECT_SOURCES))}; from the policy: "
-                             f"{', '.join(sorted(POLICY_SOURCES))})")
-        policy_based = r.source in POLICY_SOURCES
-        bad = []
-        if r.source != "verifier":
-            bad += [k for k, on in (("reward.flip_false_positive / flip_false_negative",
-                                     bool(r.flip_false_positive or r.flip_false_negative)),
-                                    ("reward.laser_target_length", bool(r.laser_target_length))) if on]
-            if bad:
-                raise ValueError(f"reward.source={r.source}: {', '.join(bad)} shape the verifier's verdict; use "
-                                 "them with reward.source=verifier")
-        if policy_based and (self.algorithm.dynamic_sampling or self.algorithm.difficulty_filter):
-            raise ValueError(f"reward.source={r.source} is computed from the policy after the rollouts are "
-                             "collected: algorithm.dynamic_sampling / difficulty_filter cannot see it")
-        if r.process_prm is not None:
-            from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
-            from rlvr.search.scorers import check_reward_model_dir
-
-            try:
-                check_reward_model_dir(r.process_prm, "prm")
-            except ValueError as e:
-                raise ValueError(f"reward.process_prm: {e}") from None
-            for name, opts in r.process_transform_list():
-                STEP_TRANSFORMS.check(name, opts, key="reward.process_transforms")
-            PROCESS_CREDIT.check(r.process_credit, r.process_credit_params, key="reward.process_credit")
-            PROCESS_FILTERS.check(r.process_filter, r.process_filter_params, key="reward.process_filter")
-            unknown = set(r.process_prm_params) - {"step_tag", "good", "bad", "delimiter"}
-            if unknown:
-                raise ValueError(f"reward.process_prm_params: unknown option(s) {', '.join(sorted(unknown))} "
-                                 "(step_tag, good, bad, delimiter)")
-        if r.source != "verifier" or r.process_prm is not None:
-            what = f"reward.source={r.source}" if r.source != "verifier" else "reward.process_prm"
-            d = self.distributed
-            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                                   ("train.rollout_worker", self.train.rollout_worker),
-                                   ("distributed.fsdp", d.fsdp)) if on]
-            if bad:
-                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
-            if (policy_based or r.process_prm is not None) and traits.multi_turn:
-                raise ValueError(f"{what} scores single completions: use env.name=single_turn ({traits.why()})")
-
     def check(self) -> None:
-        self._validate_registered()
-        from rlvr.trackers import validate_report_to
+        """The cross-section rules (:data:`rlvr.recipes.rules.RUN_RULES`), in order; the first that fails is
+        reported."""
+        for check_rule in RUN_RULES:
+            check_rule(self)
 
-        validate_report_to(self.train.report_to)
-        adv = self.algorithm.advantage
-        from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+    # ------------------------------------------------------------------ what each layer is handed
+    def learner_settings(self) -> LearnerSettings:
+        """The learner's slice of the run (``algorithm.*``, ``train.*``, ``rollout.*``, ``guidance.shaping_gamma``)."""
+        a, t = self.algorithm, self.train
+        return LearnerSettings(
+            temperature=self.rollout.temperature, max_new_tokens=self.rollout.max_new_tokens,
+            micro_batch_size=t.micro_batch_size, micro_batch_tokens=t.micro_batch_tokens,
+            share_prompts=t.share_prompts, logprob_chunk_size=t.logprob_chunk_size,
+            activation_checkpointing=t.activation_checkpointing, autocast=t.autocast, max_grad_norm=t.max_grad_norm,
+            ppo_epochs=a.ppo_epochs, mini_batches=a.mini_batches, skip_zero_advantage=a.skip_zero_advantage,
+            policy_loss=a.policy_loss, policy_loss_params=dict(a.policy_loss_params), loss_agg=a.loss_agg,
+            clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_estimator=a.kl_estimator,
+            kl_in_reward=a.kl_in_reward, entropy_coef=a.entropy_coef, is_correction=a.is_correction,
+            is_params=dict(a.is_params), value_coef=a.value.coef, value_clip=a.value.clip,
+            shaping_gamma=self.guidance.shaping_gamma)
 
-        if self.rollout.group_size < 2 and "single_sample" not in ADVANTAGE_ESTIMATORS.entry(adv).tags:
-            raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
-        n = self.train.prompts_per_step * self.rollout.group_size
-        if self.algorithm.mini_batches > n:
-            raise ValueError(f"algorithm.mini_batches={self.algorithm.mini_batches} splits a batch of "
-                             f"train.prompts_per_step x rollout.group_size = {n} sequences: at most {n}")
-        a = self.algorithm
-        if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
-            raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
-        if a.difficulty_filter and not a.difficulty_low <= a.difficulty_high:
-            raise ValueError("need algorithm.difficulty_low <= algorithm.difficulty_high")
-        if self.reward.overlong_cache_len > self.rollout.max_new_tokens:
-            raise ValueError(f"reward.overlong_cache_len={self.reward.overlong_cache_len} must be at most "
-                             f"rollout.max_new_tokens={self.rollout.max_new_tokens} (the window ends there)")
-        d = self.distributed
-        if (d.backend != "none" or self.rollout.engine != "hf") and (self.train.async_steps or
-                                                                    self.train.rollout_worker):
-            raise ValueError("train.async_steps / train.rollout_worker use their own HF generator process: "
-                             "combine them with rollout.engine=hf and distributed.backend=none")
-        if self.train.async_steps > 0 and a.is_correction == "none":
-            raise ValueError(f"train.async_steps={self.train.async_steps} samples from a policy up to "
-                             f"{self.train.async_steps} updates old: set algorithm.is_correction=tis (or mis) "
-                             "to correct for it")
-        if self.curriculum.levels and (self.train.async_steps or self.train.rollout_worker or d.fsdp
-                                       or d.learner == "actor"):
-            raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
-                             "train.rollout_worker, distributed.fsdp or distributed.learner=actor")
-        g = self.guidance
-        if g.hints or g.demonstrations:
-            what = " / ".join(k for k, on in (("guidance.hints", g.hints),
-                                              ("guidance.demonstrations", g.demonstrations)) if on)
-            if self.env.name != "single_turn":
-                raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {self.env.name}")
-            bad = [k for k, on in (("train.async_steps", self.train.async_steps > 0),
-                                   ("train.rollout_worker", self.train.rollout_worker),
-                                   ("distributed.backend=ray", d.backend == "ray"),
-                                   ("distributed.fsdp", d.fsdp)) if on]
-            if bad:
-                raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
-            if self.reward.source != "verifier" or self.reward.process_prm is not None:
-                fix = f"use reward.source=verifier, not {self.reward.source}" if self.reward.source != "verifier" \
-                    else "not with reward.process_prm"
-                raise ValueError(f"{what} decides failure and success by the verifier's verdict and trains on "
-                                 f"reference solutions: {fix}")
-        if self.distributed.fsdp:
-            from rlvr.recipes.fsdp import unsupported_with_fsdp
+    def engine_context(self) -> EngineContext:
+        """What every rollout engine is given (``rollout.*``, ``model.*``, ``task.system_prompt``, ``train.seed``)."""
+        m = self.model
+        return EngineContext(batch_size=self.rollout.batch_size, system_prompt=self.task.system_prompt,
+                             dtype=self.rollout.dtype, policy_dtype=m.dtype, merge_lora=m.lora.merge_for_rollout,
+                             model_name=m.name, cache_dir=m.cache_dir, seed=self.train.seed)
 
-            if bad := unsupported_with_fsdp(self):
-                raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")
+    def collect_settings(self) -> CollectSettings:
+        """What collection reads (``train.prompts_per_step``, ``train.seed``, dynamic sampling, ``reward``,
+        ``guidance``)."""
+        a, g = self.algorithm, self.guidance
+        return CollectSettings(prompts_per_step=self.train.prompts_per_step, seed=self.train.seed,
+                               dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
+                               reward=self.reward, guidance=g if (g.hints or g.demonstrations) else None)
 
+    def generator_settings(self) -> GeneratorSettings:
+        """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""
+        r = self.rollout
+        return GeneratorSettings(collect=self.collect_settings(), engine=self.engine_context(),
+                                 engine_params=hf_options(r.engine, r.engine_params), verifier=self.reward.verifier,
+                                 verifier_params=dict(self.reward.verifier_params), plugins=list(self.plugins),
+                                 threads=self.train.threads, matmul=self.model.matmul)
 
-FILE_TASKS = {"jsonl": "a JSON-lines file", "hf": "a `datasets` hub id, directory or data file"}
-"""Tasks that need ``task.path`` (what it names)."""
-
-REFERENCE_UNKNOWN_TASKS = frozenset({"jsonl", "hf", "hf_dataset"})
-"""Tasks whose reference answers come from the user's file: whether they exist is not known at load."""
-
-POLICY_SOURCES = frozenset({"self_certainty", "reference_likelihood"})
-"""Reward sources computed from the policy's own forward pass (in RLRecipe.advantages, not at collection)."""
-
-
-def task_at_level(task: TaskConfig, level: dict[str, Any], key: str = "curriculum.levels") -> TaskConfig:
-    """``task`` with one curriculum level's options: task.* fields replaced, other keys merged into params."""
-    fields = set(TaskConfig.model_fields) - {"params", "name"}
-    unknown_name = level.get("name")
-    update = {k: v for k, v in level.items() if k in fields}
-    params = {**task.params, **{k: v for k, v in level.items() if k not in fields and k != "name"}}
-    data = {**task.model_dump(), **update, "params": params}
-    if unknown_name:
-        data["name"] = unknown_name
-    try:
-        return TaskConfig.model_validate(data)
-    except Exception as e:  # noqa: BLE001 - reported with the level's key
-        raise ValueError(f"{key}: {e}") from None
+    def schedule_settings(self) -> ScheduleSettings:
+        """The learning-rate schedule (``train.warmup_steps``, ``train.steps``, ``train.schedule``)."""
+        t = self.train
+        return ScheduleSettings(warmup_steps=t.warmup_steps, total_steps=t.steps, kind=t.schedule)

@@ -29,7 +29,7 @@ completions an uninterrupted one would.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -50,44 +50,13 @@ from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.trackers import open_trackers
 from rlvr.models.frozen import frozen_copy
 from rlvr.recipes.rl import RLRecipe, Rollouts, Scored, format_eval
+from rlvr.recipes.rules import unsupported_with_fsdp
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.config import config_to_dict, save_config
 from rlvr.version import code_version
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
-
-
-def unsupported_with_fsdp(cfg) -> list[str]:
-    """Config settings this recipe cannot honour (empty when the config is fine)."""
-    alg, tcfg = cfg.algorithm, cfg.train
-    bad = {
-        "model.lora.enabled": cfg.model.lora.enabled,
-        "train.async_steps": tcfg.async_steps > 0,
-        "train.rollout_worker": bool(tcfg.rollout_worker),
-        "distributed.backend=ray": cfg.distributed.backend != "none",
-        "rollout.engine=vllm": cfg.rollout.engine != "hf",
-        "algorithm.kl_in_reward": alg.kl_in_reward,
-        "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
-        "algorithm.difficulty_filter": alg.difficulty_filter,
-        "algorithm.entropy_floor": alg.entropy_floor > 0,
-        "eval.every": bool(cfg.eval.every),
-        # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
-        # packing changes the micro-batch count per rank
-        "train.logprob_chunk_size": tcfg.logprob_chunk_size > 0,
-        "train.micro_batch_tokens": tcfg.micro_batch_tokens > 0,
-        "train.activation_checkpointing (use distributed.activation_checkpointing)": tcfg.activation_checkpointing,
-    }
-    from rlvr.algorithms import ADVANTAGE_ESTIMATORS
-
-    needs = ADVANTAGE_ESTIMATORS.entry(alg.advantage).needs if alg.advantage in ADVANTAGE_ESTIMATORS else set()
-    if needs:  # the FSDP learner calls the estimator on rewards alone
-        bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
-            "does not compute)"] = True
-    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
-        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
-            "the FSDP recipe computes advantages per rank)"] = True
-    return [k for k, on in bad.items() if on]
 
 
 class _RankSampler:
@@ -147,6 +116,12 @@ class FSDPRecipe(RLRecipe):
     the same summary as the base recipe on every rank, plus ``world_size``.
     """
 
+    def __init__(self, cfg, **kwargs: Any):
+        super().__init__(cfg, **kwargs)
+        self.rank, self.world, self.main = 0, 1, True  # set by train() from the process group
+        self.sampler_model = None  # this rank's unsharded copy of the policy that the engine samples from
+        self.rank_collect = self.collect_settings  # this rank's share of the step's prompts (set up in setup())
+
     def train(self) -> dict[str, Any]:
         bad = unsupported_with_fsdp(self.cfg)
         if bad:
@@ -172,8 +147,8 @@ class FSDPRecipe(RLRecipe):
                              f"splits its own {rows} sequences into mini-batches")
         super().setup()
         self.sampler = _RankSampler(PromptSampler(self.train_problems, seed=tcfg.seed), self.rank, self.world)
-        self.rank_cfg = copy.deepcopy(self.cfg)
-        self.rank_cfg.train.prompts_per_step = tcfg.prompts_per_step // self.world
+        self.rank_collect = dataclasses.replace(self.collect_settings,
+                                                prompts_per_step=tcfg.prompts_per_step // self.world)
 
     def setup_model(self) -> None:
         """An unsharded sampler copy per rank (generation is per rank), then the policy and reference sharded."""
@@ -189,8 +164,9 @@ class FSDPRecipe(RLRecipe):
             shard_model(self.ref_model, mesh, mixed_precision=dcfg.mixed_precision)
 
     def make_engine(self):
-        return HFEngine(self.sampler_model, self.tokenizer, batch_size=self.cfg.rollout.batch_size,
-                        system_prompt=self.cfg.task.system_prompt, **hf_options(self.cfg))
+        r = self.cfg.rollout
+        return HFEngine(self.sampler_model, self.tokenizer, batch_size=r.batch_size,
+                        system_prompt=self.cfg.task.system_prompt, **hf_options(r.engine, r.engine_params))
 
     # ------------------------------------------------------------------ checkpoints
     def resume(self) -> None:
@@ -246,14 +222,14 @@ class FSDPRecipe(RLRecipe):
         tcfg = self.cfg.train
         self.engine.generator.manual_seed(tcfg.seed * 1_000_003 + step * 1009 + self.rank)
         with self.acct.phase("generate"):
-            samples, verdicts, rewards, rounds, _, generated = collect_rollouts(
-                self.engine, self.sampler, self.verifier, self.params, self.rank_cfg, step)
-        return Rollouts(samples, verdicts, rewards, rounds, generated)  # rollouts_done is counted globally in log
+            got = collect_rollouts(self.engine, self.sampler, self.verifier, self.params, self.rank_collect, step)
+        return Rollouts(got.samples, got.verdicts, got.rewards, got.rounds, got.generated)  # counted globally in log
 
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         with self.acct.phase("learn"):
             try:  # a non-finite global gradient norm raises on every rank, before the optimizer steps (guards.py)
-                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model)
+                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.learner_settings,
+                                           self.ref_model)
             finally:
                 # as the base recipe: free the gradient shards now rather than through sampling and evaluation
                 self.optimizer.zero_grad(set_to_none=True)

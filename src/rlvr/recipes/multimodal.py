@@ -26,7 +26,7 @@ VISION_REFUSED = {
 
 def check_vision_run(cfg) -> None:
     """Raise ValueError naming the key when ``cfg`` asks for something a VLM run cannot do (see VISION_REFUSED)."""
-    from rlvr.recipes.config import POLICY_SOURCES
+    from rlvr.rewards.pipeline import source_stage
 
     bad = []
     if cfg.train.async_steps > 0:
@@ -39,7 +39,7 @@ def check_vision_run(cfg) -> None:
         bad.append("distributed.backend=ray")
     if "values" in ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs:
         bad.append("a critic (estimator needing values)")
-    if cfg.reward.source in POLICY_SOURCES:
+    if source_stage(cfg.reward.source) == "policy":
         bad.append("reward.source (policy-computed)")
     if cfg.reward.process_prm is not None:
         bad.append("reward.process_prm")

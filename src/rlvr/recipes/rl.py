@@ -37,8 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algorithms import ADVANTAGE_ESTIMATORS, EntropyFloor, get_advantage_estimator, group_stats, \
-    ppo_gae_advantages
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, EntropyFloor, get_advantage_estimator, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
 from rlvr.config import ConfigError, config_to_dict, save_config
@@ -51,6 +50,7 @@ from rlvr.learner.batching import collate, shared_mask_style
 from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
 from rlvr.learner.optim import make_optimizer
+from rlvr.learner.passes import PolicyProbe
 from rlvr.learner.update import (
     critic_value_pass,
     deferred_interrupts,
@@ -66,11 +66,11 @@ from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
 from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
-from rlvr.recipes.config import POLICY_SOURCES, RunConfig, task_at_level
+from rlvr.recipes.config import RunConfig, task_at_level
 from rlvr.recipes.multimodal import check_vision_run
-from rlvr.recipes.reward_sources import apply_keep, load_process_scorer, policy_source_rewards, prm_step_inputs, \
-    shape_advantages
-from rlvr.rollout.collect import collect_rollouts
+from rlvr.recipes.reward_sources import load_process_scorer, prm_step_inputs
+from rlvr.rewards.pipeline import RewardPipeline, apply_keep
+from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.registry import build_task
@@ -83,7 +83,8 @@ from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
 
-__all__ = ["RLRecipe", "train", "TrainingInterrupted", "TrainingDiverged", "evaluate_heldout", "format_eval"]
+__all__ = ["RLRecipe", "train", "run_recipe", "actor_run", "TrainingInterrupted", "TrainingDiverged", "evaluate_heldout",
+           "format_eval"]
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +94,11 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 @dataclass
-class Rollouts:
-    """One step's scored samples (what :meth:`RLRecipe.collect` returns)."""
+class Rollouts(Collected):
+    """One step's scored samples (what :meth:`RLRecipe.collect` returns): the collection's result, and how stale it
+    is when a generator process sampled it."""
 
-    samples: list[Sample]
-    verdicts: list[Verdict]
-    rewards: torch.Tensor
-    rounds: int
-    generated: int
     lag: dict[str, Any] = field(default_factory=dict)  # async: policy_version, staleness, rollout peak RSS
-    source_metrics: dict[str, float] = field(default_factory=dict)  # reward.source diagnostics (collect-side)
-    keep: torch.Tensor | None = None  # [N] bool: samples the reward source keeps (None: all)
-    guidance: dict[str, float] = field(default_factory=dict)  # guidance/* metrics (hints, demonstrations)
 
     def own_correct(self) -> list[float]:
         """Each sample's verdict as the policy's own: a guided sample (hinted, or a demonstration) counts 0."""
@@ -206,12 +200,43 @@ class RLRecipe:
         self.injected_verifier = verifier  # what a rollout process is given (None: it builds cfg.reward.verifier)
         self.on_step = on_step
         self.out_dir = Path(cfg.train.output_dir)
+        # what each layer is handed of the run (typed sections; nothing below the recipe sees the RunConfig)
+        self.learner_settings = cfg.learner_settings()
+        self.collect_settings = cfg.collect_settings()
+        self.rewards = RewardPipeline(cfg.reward, max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed)
+        self.estimator_entry = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage)
+        self.needs = self.estimator_entry.needs
+        self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
+                                     temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                     ignore_eos=cfg.rollout.ignore_eos)
+        # built by setup(): data, model and its companions, components, optimizers, sampling state
+        self.train_problems: list[Problem] = []
+        self.heldout: list[Problem] = []
+        self.curriculum_levels: list[list[Problem]] | None = None
+        self.prompts: dict[str, str] = {}  # problem id -> question (monitors, warnings)
+        self.problem_by_id: dict[str, Problem] = {}
+        self.device = None
         self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
+        self.optimizer = self.scheduler = None
+        self.verifier = self.env = self.estimator = self.engine = None
+        self.sampler: PromptSampler | CurriculumSampler | None = None
+        self.dfilter: DifficultyFilter | None = None
+        self.ref_reset: ReferenceResetSchedule | None = None
+        self.entropy_floor: EntropyFloor | None = None
+        self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
+        self.guard = StepGuard(cfg.train.max_bad_steps, cfg.reward.warn_verifier_errors)  # non-finite steps skipped
+        self.probe: PolicyProbe | None = None  # the policy's passes for a policy-computed reward source
+        self.process_scorer = None  # (PRM, delimiter) of reward.process_prm, loaded at its first use
+        # the loop's state
         self.start_step = 0
+        self.finished = 0  # steps whose update and log line are done
+        self.snap: tuple | None = None  # the sampling state before the running step (an interrupt restores it)
         self.rollouts_done = 0  # completions generated so far (train.max_rollouts budget)
+        self.periodic = False  # eval.every evaluations are on
         self.worker = None
         self.bar = None
         self.tracker = None
+        self.acct: StepAccounting | None = None
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -233,7 +258,6 @@ class RLRecipe:
             raise ValueError(f"task {cfg.task.name!r} has problems with images, but {cfg.model.name!r} is a text-only "
                              "model: use a vision-language model (AutoModelForImageTextToText + AutoProcessor)")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.needs = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage).needs
         self.setup_model()
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
@@ -241,23 +265,26 @@ class RLRecipe:
         self.engine = self.make_engine()
         self.engine.generator.manual_seed(tcfg.seed)
         self.setup_optimizers()
-        self.sampler = PromptSampler(self.train_problems, seed=tcfg.seed) if self.curriculum_levels is None else \
-            CurriculumSampler(self.curriculum_levels, seed=tcfg.seed, low=cfg.curriculum.low, high=cfg.curriculum.high,
-                              window=cfg.curriculum.window, min_groups=cfg.curriculum.min_groups,
-                              start_level=cfg.curriculum.start_level)
-        alg = cfg.algorithm
+        self.setup_sampling()
+        self.prompts = {p.id: problem_text(p) for p in self.train_problems}
+        self.problem_by_id = {p.id: p for p in self.train_problems}
+        if self.rewards.stage == "policy":
+            self.probe = PolicyProbe(self.model, self.tokenizer, self.learner_settings, self.device,
+                                     self.engine.pad_id, cfg.rollout.group_size, self.problem_by_id)
+
+    def setup_sampling(self) -> None:
+        """The prompt sampler (a curriculum's, when levels are configured) and the sampling policies."""
+        cfg, alg, cur = self.cfg, self.cfg.algorithm, self.cfg.curriculum
+        seed = cfg.train.seed
+        self.sampler = PromptSampler(self.train_problems, seed=seed) if self.curriculum_levels is None else \
+            CurriculumSampler(self.curriculum_levels, seed=seed, low=cur.low, high=cur.high, window=cur.window,
+                              min_groups=cur.min_groups, start_level=cur.start_level)
         self.dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
             if alg.difficulty_filter else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
         self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \
             if alg.entropy_floor > 0 else None
-        self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
-                                     temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                                     ignore_eos=cfg.rollout.ignore_eos)
-        self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
-        self.guard = StepGuard(tcfg.max_bad_steps, cfg.reward.warn_verifier_errors)  # non-finite steps are skipped
-        self.prompts = {p.id: problem_text(p) for p in self.train_problems}
 
     def setup_data(self) -> None:
         """Training and held-out problems; with a curriculum, one training set per level and the held-out
@@ -295,17 +322,18 @@ class RLRecipe:
 
     def make_engine(self):
         """The rollout engine (HF by default; vLLM and/or Ray rollout workers if configured)."""
-        return make_engine(self.cfg, self.model, self.tokenizer)
+        cfg = self.cfg
+        return make_engine(self.model, self.tokenizer, cfg.rollout, cfg.engine_context(), cfg.distributed)
 
     def setup_optimizers(self) -> None:
         cfg, tcfg = self.cfg, self.cfg.train
         self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], tcfg.optimizer,
                                         lr=tcfg.lr, betas=tcfg.betas, weight_decay=tcfg.weight_decay, seed=tcfg.seed)
-        self.scheduler = make_scheduler(self.optimizer, cfg)
+        self.scheduler = make_scheduler(self.optimizer, cfg.schedule_settings())
         if self.critic is not None:
             self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=cfg.algorithm.value.lr,
                                                       betas=tuple(tcfg.betas), weight_decay=tcfg.weight_decay)
-            self.critic_scheduler = make_scheduler(self.critic_optimizer, cfg)
+            self.critic_scheduler = make_scheduler(self.critic_optimizer, cfg.schedule_settings())
 
     def modules(self) -> dict | None:
         """Extra modules checkpointed beside the policy (PPO's critic)."""
@@ -408,10 +436,10 @@ class RLRecipe:
             return
         from rlvr.rollout.async_rollouts import AsyncRollouts
 
-        self.worker = AsyncRollouts(self.model, self.tokenizer, self.train_problems, self.params, self.cfg,
-                                    verifier=self.injected_verifier, dfilter=self.dfilter, start=self.start_step,
-                                    end=tcfg.steps, max_ahead=tcfg.async_steps,
-                                    data_position=self.sampler.position,
+        self.worker = AsyncRollouts(self.model, self.tokenizer, self.train_problems, self.params,
+                                    self.cfg.generator_settings(), verifier=self.injected_verifier,
+                                    dfilter=self.dfilter, start=self.start_step, end=tcfg.steps,
+                                    max_ahead=tcfg.async_steps, data_position=self.sampler.position,
                                     generator_state=self.engine.generator.get_state(), device=self.device)
 
     def collect(self, step: int) -> Rollouts:
@@ -419,16 +447,13 @@ class RLRecipe:
         tcfg, acct = self.cfg.train, self.acct
         if self.worker is None:
             t0 = time.perf_counter()
-            extra: dict[str, Any] = {}
-            samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
-                self.engine, self.sampler, self.env, self.params, self.cfg, step, self.dfilter,
-                budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None,
-                out=extra, answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier))
-            acct.add_time("generate", t_gen)
-            acct.add_time("verify", time.perf_counter() - t0 - t_gen)
-            out = Rollouts(samples, verdicts, rewards, rounds, generated,
-                           source_metrics=extra.get("source_metrics", {}), keep=extra.get("keep"),
-                           guidance=extra.get("guidance_metrics", {}))
+            got = collect_rollouts(self.engine, self.sampler, self.env, self.params, self.collect_settings, step,
+                                   self.dfilter,
+                                   budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None,
+                                   answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier))
+            acct.add_time("generate", got.generation_seconds)
+            acct.add_time("verify", time.perf_counter() - t0 - got.generation_seconds)
+            out = Rollouts(**vars(got))
         else:
             with acct.phase("wait"):
                 rb = self.worker.get(step)
@@ -439,9 +464,8 @@ class RLRecipe:
             self.engine.generator.set_state(rb.state["generator"])
             if self.dfilter is not None:
                 self.dfilter.load_state_dict(rb.state["difficulty_filter"])
-            out = Rollouts(rb.samples, rb.verdicts, rb.rewards, rb.rounds, rb.generated,
-                           lag={"policy_version": rb.version, "staleness": rb.staleness,
-                                "rollout_peak_rss_mb": rb.peak_rss_mb})
+            out = Rollouts(**vars(rb.rollouts), lag={"policy_version": rb.version, "staleness": rb.staleness,
+                                                     "rollout_peak_rss_mb": rb.peak_rss_mb})
         self.rollouts_done += out.generated
         if isinstance(self.sampler, CurriculumSampler) and not self.cfg.curriculum.fixed:
             G = self.cfg.rollout.group_size
@@ -450,63 +474,70 @@ class RLRecipe:
         return out
 
     def advantages(self, ro: Rollouts) -> Scored:
-        """The batch, with KL folded into the reward if asked, and advantages from the configured estimator.
+        """The batch, with a policy-computed reward source, KL folded into the reward if asked, advantages from the
+        configured estimator and process credit.
 
-        The estimator's registry entry says what else it needs: ``values`` (PPO's
-        critic, GAE; the returns become the critic's targets) or ``entropy``.
+        The estimator's registry entry says what else it needs: ``values`` (PPO's critic; an estimator tagged
+        ``critic`` also returns the critic's targets) or ``entropy``.
         """
-        cfg, alg, rcfg = self.cfg, self.cfg.algorithm, self.cfg.reward
+        cfg, alg = self.cfg, self.cfg.algorithm
+        G = cfg.rollout.group_size
         batch = collate(ro.samples, torch.zeros(len(ro.samples)), self.engine.pad_id)
-        rewards, seq_kl, token_kl = ro.rewards, None, None
-        keep, reward_row = ro.keep, dict(ro.source_metrics)
-        if rcfg.source in POLICY_SOURCES:  # self-certainty / reference likelihood: a no-grad pass of the policy
-            if not hasattr(self, "problem_by_id"):
-                self.problem_by_id = {p.id: p for p in self.train_problems}
-            rewards, keep, m = policy_source_rewards(rcfg.source, rcfg.source_params, self.model, batch, ro.samples,
-                                                     self.problem_by_id, self.tokenizer, cfg, self.device,
-                                                     self.engine.pad_id)
+        rewards, keep, reward_row = ro.rewards, ro.keep, dict(ro.source_metrics)
+        if self.probe is not None:  # self-certainty / reference likelihood: a no-grad pass of the policy
+            rewards, keep, m = self.rewards.policy_source(
+                ro.samples, G, lambda needs: self.probe.group_inputs(needs, ro.samples, batch))
             reward_row.update(m)
-        steps = None
-        if rcfg.process_prm is not None:  # PRM step scores of every completion
-            if getattr(self, "process_scorer", None) is None:
-                self.process_scorer = load_process_scorer(rcfg, self.device)
-            steps = prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
-        entry = ADVANTAGE_ESTIMATORS.entry(alg.advantage)
-        takes = entry.needs | entry.inputs  # per-call tensors the estimator requires or accepts
+        seq_kl, token_kl = None, None
+        takes = self.estimator_entry.needs | self.estimator_entry.inputs  # per-call tensors it requires or accepts
         if alg.kl_in_reward:  # r_i - beta * sum_t k1_t, before the advantage
-            token_kl = reference_kl(self.model, self.ref_model, batch, cfg, self.device)
+            token_kl = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
             seq_kl = token_kl.sum(-1)
-            if self.critic is None and "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
+            if "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
                 rewards = rewards - alg.kl_coef * seq_kl
+        inputs = self.estimator_inputs(batch, takes, token_kl)
+        steps = self.process_steps(ro, batch)
         value_row: dict[str, float] = {}
-        inputs: dict[str, Any] = {}
-        if "entropy" in self.needs:  # e.g. zero-variance groups shaped by the policy's entropy
-            inputs["entropy"] = policy_entropy(self.model, batch, cfg, self.device)
-        if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
-            inputs["mask"] = batch.completion_mask
-        if token_kl is not None and "kl" in takes and self.critic is None:
-            inputs.update(kl=token_kl, kl_coef=alg.kl_coef)
-        if self.critic is not None:  # PPO: GAE on the critic's values; the returns are its targets
-            batch.values = critic_value_pass(self.critic, self.model, batch, cfg, self.device)
-            if steps is not None:  # process rewards on each step's last token
-                advantages, batch.returns, m = shape_advantages(
-                    rcfg, None, rewards, steps, batch.completion_mask, cfg.rollout.group_size, values=batch.values,
-                    token_kl=token_kl, kl_coef=alg.kl_coef, gae_params=alg.advantage_params)
-                reward_row.update(m)
-            else:
-                advantages, batch.returns = ppo_gae_advantages(
-                    rewards, batch.values, batch.completion_mask, kl=token_kl,
-                    kl_coef=alg.kl_coef if token_kl is not None else 0.0, **alg.advantage_params)
-            value_row = value_diagnostics(batch)
+        if steps is not None:  # process rewards: the estimator's outcome advantage plus the process term, [B, T]
+            outcome = None if self.critic is not None else self.estimator(rewards, G, **inputs)
+            advantages, returns, m = self.rewards.process_credit(
+                outcome, rewards, steps, batch.completion_mask, G, values=batch.values, token_kl=token_kl,
+                kl_coef=alg.kl_coef, gae_params=alg.advantage_params)
+            reward_row.update(m)
+        elif "critic" in self.estimator_entry.tags:  # PPO: GAE on the critic's values; the returns are its targets
+            advantages, returns = self.estimator(rewards, G, **inputs)
         else:
-            advantages = self.estimator(rewards, cfg.rollout.group_size, **inputs)
-            if steps is not None:  # the estimator's outcome advantage plus the process term, [B, T]
-                advantages, _, m = shape_advantages(rcfg, advantages, rewards, steps, batch.completion_mask,
-                                                    cfg.rollout.group_size)
-                reward_row.update(m)
+            advantages, returns = self.estimator(rewards, G, **inputs), None
+        if self.critic is not None:
+            batch.returns = returns
+            value_row = value_diagnostics(batch)
         advantages = apply_keep(advantages, keep)  # samples a source dropped (e.g. RLPR's std filter): 0
         batch.advantages = advantages.float()
         return Scored(batch, rewards, advantages, seq_kl, value_row, reward_row)
+
+    def estimator_inputs(self, batch: Batch, takes: frozenset[str], token_kl: torch.Tensor | None) -> dict[str, Any]:
+        """The per-call tensors the estimator's entry names: the critic's values (also kept in the batch), the
+        policy's entropy, the completion mask, the token-level KL penalty."""
+        inputs: dict[str, Any] = {}
+        if "values" in takes:  # PPO: the critic's value of every completion position (before this step's update)
+            batch.values = inputs["values"] = critic_value_pass(self.critic, self.model, batch, self.learner_settings,
+                                                                self.device)
+        if "entropy" in takes:  # e.g. zero-variance groups shaped by the policy's entropy
+            inputs["entropy"] = policy_entropy(self.model, batch, self.learner_settings, self.device)
+        if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
+            inputs["mask"] = batch.completion_mask
+        if token_kl is not None and "kl" in takes:
+            inputs.update(kl=token_kl, kl_coef=self.cfg.algorithm.kl_coef)
+        return inputs
+
+    def process_steps(self, ro: Rollouts, batch: Batch) -> tuple | None:
+        """``reward.process_prm``'s step scores of every completion (None when process rewards are off)."""
+        rcfg = self.cfg.reward
+        if rcfg.process_prm is None:
+            return None
+        if self.process_scorer is None:
+            self.process_scorer = load_process_scorer(rcfg, self.device)
+        return prm_step_inputs(*self.process_scorer, ro.samples, self.prompts, self.tokenizer, batch)
 
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         """The policy (and critic) update, the LR schedules, the weight sync and any reference reset."""
@@ -517,7 +548,7 @@ class RLRecipe:
                     self.engine.sleep()  # refilled by sync_weights in sync()
                 floor = None if self.entropy_floor is None else self.entropy_floor.coef  # this update's bonus
                 try:
-                    learn = update_policy(self.model, self.optimizer, scored.batch, self.cfg, self.ref_model,
+                    learn = update_policy(self.model, self.optimizer, scored.batch, self.learner_settings, self.ref_model,
                                           critic=self.critic, critic_optimizer=self.critic_optimizer,
                                           train_policy=step >= alg.value.warmup_steps or self.critic is None,
                                           entropy_coef=None if floor is None else alg.entropy_coef + floor)
@@ -586,8 +617,8 @@ class RLRecipe:
             **ro.lag,  # async: policy_version, staleness, rollout process peak memory
         }
         row.update(scored.reward_row)  # reward.source / process diagnostics (e.g. ttrl/label_accuracy)
-        if ro.guidance:  # guidance/*: and the accuracy of the trained samples, guided ones included
-            row.update(ro.guidance, **{"guidance/accuracy_with_guidance": sum(v.correct for v in ro.verdicts)
+        if ro.guidance_metrics:  # guidance/*: and the accuracy of the trained samples, guided ones included
+            row.update(ro.guidance_metrics, **{"guidance/accuracy_with_guidance": sum(v.correct for v in ro.verdicts)
                                        / len(ro.verdicts)})
         if row.get("step_time"):  # the share of the step spent verifying (code checks run in child processes)
             row["verify_share"] = row.get("verify_time", 0.0) / row["step_time"]
@@ -656,7 +687,8 @@ class RLRecipe:
         scored, bad = None, self.check_rollouts(step, ro)
         if bad is None:
             scored = self.advantages(ro)
-            bad = nonfinite_advantages(scored.rewards, scored.advantages, ro.samples, self.cfg,
+            bad = nonfinite_advantages(scored.rewards, scored.advantages, ro.samples,
+                                       estimator=self.cfg.algorithm.advantage, source=self.cfg.reward.source,
                                        values=scored.batch.values, prompts=self.prompts)
         bad = self.any_rank(bad)
         with deferred_interrupts():  # Ctrl-C waits for the update and its log line
@@ -678,7 +710,8 @@ class RLRecipe:
     def check_rollouts(self, step: int, ro: Rollouts) -> str | None:
         """Warn about a high share of verifier errors; the reason to skip the step when a reward is not finite."""
         self.guard.verifier_errors(step + 1, ro.verdicts, ro.samples, self.cfg.reward.verifier, self.prompts)
-        return nonfinite_rewards(ro.rewards, ro.samples, ro.verdicts, self.cfg, self.prompts)
+        return nonfinite_rewards(ro.rewards, ro.samples, ro.verdicts, verifier=self.cfg.reward.verifier,
+                                 env=self.cfg.env.name, source=self.cfg.reward.source, prompts=self.prompts)
 
     def any_rank(self, bad: str | None) -> str | None:
         """The reason to skip this step on any rank (one process: this one's)."""
@@ -808,19 +841,39 @@ class RLRecipe:
 
 
 def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
-    """Run the configured recipe; returns a summary (final metrics, eval results, paths).
+    """Run :class:`RLRecipe` on ``cfg``; returns a summary (final metrics, eval results, paths).
 
-    Keyword arguments (``model``, ``tokenizer``, ``problems``, ``verifier``,
-    ``on_step``) are passed to the recipe.  With ``distributed.learner=actor`` the
-    recipe class is passed, as a value, to a Ray learner actor.
+    Keyword arguments (``model``, ``tokenizer``, ``problems``, ``verifier``, ``on_step``) are passed
+    to the recipe.  With ``distributed.learner=actor`` the recipe class is passed, as a value, to a Ray
+    learner actor.  A sharded learner (``distributed.fsdp``) is another recipe class:
+    :func:`rlvr.recipes.run.train` (what ``rlvr train`` and ``rlvr.train`` call) picks it.
     """
-    cls = RLRecipe
-    if cfg.distributed.fsdp:  # one rank of an FSDP2 learner, started by torchrun
-        from rlvr.recipes.fsdp import FSDPRecipe
+    if cfg.distributed.fsdp:
+        raise ValueError("distributed.fsdp=true runs rlvr.recipes.fsdp.FSDPRecipe: call rlvr.recipes.run.train "
+                         "(or rlvr.train), which picks the recipe for the config")
+    return run_recipe(RLRecipe, cfg, **kwargs)
 
-        cls = FSDPRecipe
+
+def run_recipe(cls: type[RLRecipe], cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
+    """``cls(cfg, **kwargs).train()`` in this process, or in a Ray learner actor (``distributed.learner=actor``)."""
     if cfg.distributed.backend == "ray" and cfg.distributed.learner == "actor":
         from rlvr.distributed.ray_backend import train_on_cluster
 
-        return train_on_cluster(cls, cfg, **kwargs)
+        return train_on_cluster(actor_run(cls, cfg, **kwargs), cfg.distributed)
+    return cls(cfg, **kwargs).train()
+
+
+def actor_run(cls: type[RLRecipe], cfg: RunConfig, **kwargs: Any) -> Callable[[], dict[str, Any]]:
+    """What a Ray learner actor runs (a picklable callable): ``cls(cfg, **kwargs).train()`` there, with
+    ``train.output_dir`` made absolute (the actor's working directory is Ray's) and ``distributed.learner=driver``
+    (the learner is that process).  ``on_step`` callbacks cannot run in an actor."""
+    if kwargs.pop("on_step", None) is not None:
+        raise ValueError("on_step callbacks cannot run in the learner actor (distributed.learner=actor)")
+    local = cfg.model_copy(update={
+        "train": cfg.train.model_copy(update={"output_dir": str(Path(cfg.train.output_dir).resolve())}),
+        "distributed": cfg.distributed.model_copy(update={"learner": "driver"})})
+    return functools.partial(_train_here, cls, local, kwargs)
+
+
+def _train_here(cls: type[RLRecipe], cfg: RunConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
     return cls(cfg, **kwargs).train()

@@ -39,7 +39,8 @@ from rlvr.evaluate.seeds import (IGNORED_CONFIG_KEYS, headline, read_seed_run, r
                                  write_seeds_summary)
 from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe, TrainingInterrupted, train
+from rlvr.recipes.rl import RLRecipe, TrainingInterrupted, actor_run
+from rlvr.recipes.run import train
 
 __all__ = ["SeedsError", "parse_seeds", "check_seeds", "plan_seeds", "SeedPlan", "train_seeds", "MAX_SEED"]
 
@@ -260,9 +261,8 @@ def _run_here(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injecte
 def _run_on_ray(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injected: dict) -> None:
     from rlvr.distributed.ray_backend import submit_to_cluster
 
-    if injected.get("on_step") is not None:
+    if injected.pop("on_step", None) is not None:
         raise SeedsError("on_step callbacks cannot run in Ray learner actors (distributed.backend=ray)")
-    injected.pop("on_step", None)
     n = len(plans)
     running: dict[Any, tuple[int, SeedPlan, Any, float]] = {}
     failures: list[tuple[int, BaseException]] = []
@@ -272,7 +272,7 @@ def _run_on_ray(plans: list[SeedPlan], root: Path, seeds: list[int], echo, injec
                 continue
             cfg = p.cfg.model_copy(update={"train": p.cfg.train.model_copy(update={"progress": False})})
             try:
-                run = submit_to_cluster(RLRecipe, cfg, ready_timeout=None, **injected)
+                run = submit_to_cluster(actor_run(RLRecipe, cfg, **injected), cfg.distributed, ready_timeout=None)
             except BaseException:
                 for _, _, started, _ in running.values():
                     started.release()

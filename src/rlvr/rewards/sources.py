@@ -359,19 +359,23 @@ def format_only_source(group: GroupInput) -> SourceResult:
 REWARD_SOURCES: Registry[RewardSource] = Registry("reward source", skip=1)
 """Reward sources by name: ``source(group: GroupInput, **options) -> SourceResult``; ``needs`` lists the
 :class:`GroupInput` fields the caller must fill; ``check`` takes the run's context
-(``verifier``, ``extracts_answers``, ``has_reference``)."""
+(``verifier``, ``extracts_answers``, ``has_reference``).  The tag ``collect`` or ``policy`` says when the
+training loop computes it (:func:`rlvr.rewards.pipeline.source_stage`): as each group is collected (from
+texts, verdicts and answers), or from the policy's forward pass over the collected batch (its ``needs``
+filled by the passes registered in :data:`rlvr.learner.passes.POLICY_INPUTS`)."""
 
-REWARD_SOURCES.add("verifier", verifier_source, params=NoParams, needs={"verdicts"}, check=_check_needs_reference)
+REWARD_SOURCES.add("verifier", verifier_source, params=NoParams, needs={"verdicts"}, tags={"collect"},
+                   check=_check_needs_reference)
 REWARD_SOURCES.add("majority_vote", majority_vote_source, params=MajorityVoteParams, needs={"answers"},
-                   tags={"label_free"}, check=_check_answers)
+                   tags={"collect", "label_free"}, check=_check_answers)
 REWARD_SOURCES.add("self_certainty", self_certainty_source, params=NoParams,
-                   needs={"token_self_certainty", "mask"}, tags={"label_free"})
+                   needs={"token_self_certainty", "mask"}, tags={"policy", "label_free"})
 REWARD_SOURCES.add("reference_likelihood", reference_likelihood_source, params=ReferenceLikelihoodParams,
-                   needs={"reference_logprobs", "reference_logprobs_no_reasoning"}, tags={"verifier_free"},
+                   needs={"reference_logprobs", "reference_logprobs_no_reasoning"}, tags={"policy", "verifier_free"},
                    check=_check_reference_likelihood)
-REWARD_SOURCES.add("random", random_source, params=RandomParams, tags={"label_free", "control"})
+REWARD_SOURCES.add("random", random_source, params=RandomParams, tags={"collect", "label_free", "control"})
 REWARD_SOURCES.add("format_only", format_only_source, params=NoParams, needs={"answers"},
-                   tags={"label_free", "control"}, check=_check_answers)
+                   tags={"collect", "label_free", "control"}, check=_check_answers)
 
 
 def compute_group_rewards(name: str, groups: Sequence[GroupInput], **params: Any) -> tuple[Tensor, Tensor,

@@ -52,10 +52,33 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.types import Sample, Verdict
+from rlvr.engines.registry import EngineContext
+from rlvr.rollout.collect import CollectSettings, Collected
 
-__all__ = ["RolloutBatch", "AsyncRollouts", "pack_weights", "unpack_weights", "trainable_names",
-           "required_version"]
+__all__ = ["RolloutBatch", "AsyncRollouts", "GeneratorSettings", "pack_weights", "unpack_weights",
+           "trainable_names", "required_version"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeneratorSettings:
+    """What the generator process reads of the run; each field names its config key."""
+
+    collect: CollectSettings
+    """What :func:`rlvr.rollout.collect.collect_rollouts` reads (``train.seed`` also seeds the prompt order)."""
+    engine: EngineContext
+    """The HF engine's context (``rollout.*``, ``model.*``, ``task.system_prompt``)."""
+    engine_params: dict[str, Any] = field(default_factory=dict)
+    """``rollout.engine_params`` of the hf engine."""
+    verifier: str = "numeric"
+    """``reward.verifier``: built in the process when no verifier callable is given."""
+    verifier_params: dict[str, Any] = field(default_factory=dict)
+    """``reward.verifier_params``."""
+    plugins: list[str] = field(default_factory=list)
+    """``plugins``: imported in the process first (their registry names)."""
+    threads: int = 0
+    """``train.threads``: torch CPU threads of the process (0: torch's default)."""
+    matmul: str = "aten"
+    """``model.matmul``: the float32 CPU matrix-product backend."""
 
 
 @dataclass
@@ -66,13 +89,8 @@ class RolloutBatch:
     """The learner step this batch is for (0-based)."""
     version: int
     """Policy version (optimizer steps taken) of the weights that sampled it."""
-    samples: list[Sample]
-    verdicts: list[Verdict]
-    rewards: torch.Tensor
-    rounds: int
-    generated: int
-    """Completions generated (more than the batch holds with dynamic sampling)."""
-    gen_time: float
+    rollouts: Collected
+    """The step's rollouts, as :func:`rlvr.rollout.collect.collect_rollouts` returned them."""
     verify_time: float
     state: dict[str, Any] = field(default_factory=dict)
     """Generator state after this batch: ``data_position``, ``generator`` (RNG), ``difficulty_filter``."""
@@ -82,6 +100,10 @@ class RolloutBatch:
     @property
     def staleness(self) -> int:
         return self.index - self.version
+
+    @property
+    def gen_time(self) -> float:
+        return self.rollouts.generation_seconds
 
 
 def required_version(index: int, start: int, max_ahead: int) -> int:
@@ -125,11 +147,11 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         from rlvr.plugins import load_plugins
 
         args = pickle.loads(payload)
-        cfg = args["cfg"]
+        cfg: GeneratorSettings = args["settings"]
         load_plugins(cfg.plugins)  # registry names from plugins (the verifier may be built here)
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
-        from rlvr.engines.registry import build_engine, hf_options
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        from rlvr.engines.registry import build_engine
         from rlvr.models.matmul import matmul_backend
         from rlvr.utils.accounting import peak_rss_mb
         from rlvr.tasks.sampler import PromptSampler
@@ -137,13 +159,13 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         from rlvr.verifiers import get_verifier
 
         model = args["model"].to(args["device"])
-        verifier = args["verifier"] or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
+        verifier = args["verifier"] or get_verifier(cfg.verifier, **cfg.verifier_params)
         modes = contextlib.ExitStack()  # held until this function returns: the whole generator process
-        modes.enter_context(matmul_backend(cfg.model.matmul))
+        modes.enter_context(matmul_backend(cfg.matmul))
         # the same engine as the in-process recipe, rollout.engine_params included
-        engine = build_engine("hf", model, args["tokenizer"], cfg, **hf_options(cfg))
+        engine = build_engine("hf", model, args["tokenizer"], cfg.engine, **cfg.engine_params)
         engine.generator.set_state(args["generator_state"])
-        sampler = PromptSampler(args["problems"], seed=cfg.train.seed, position=args["data_position"])
+        sampler = PromptSampler(args["problems"], seed=cfg.collect.seed, position=args["data_position"])
         dfilter, names = args["dfilter"], args["names"]
         start, end, k = args["start"], args["end"], args["max_ahead"]
         version = start
@@ -161,14 +183,13 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
             if changed:
                 engine.sync_weights(model)
             t0 = time.perf_counter()
-            samples, verdicts, rewards, rounds, t_gen, generated = collect_rollouts(
-                engine, sampler, verifier, args["params"], cfg, b, dfilter)
+            ro = collect_rollouts(engine, sampler, verifier, args["params"], cfg.collect, b, dfilter)
             t_all = time.perf_counter() - t0
             state = {"data_position": sampler.position, "generator": engine.generator.get_state(),
                      "difficulty_filter": None if dfilter is None else dfilter.state_dict()}
             # plain pickle (tensors by value): a shared-memory handle would die with this process
-            batches_q.put(pickle.dumps(RolloutBatch(b, version, samples, verdicts, rewards, rounds, generated, t_gen,
-                                                    t_all - t_gen, state, peak_rss_mb())))
+            batches_q.put(pickle.dumps(RolloutBatch(b, version, ro, t_all - ro.generation_seconds, state,
+                                                    peak_rss_mb())))
     except BaseException:  # report, never hang the learner
         batches_q.put(("error", traceback.format_exc()))
 
@@ -193,17 +214,18 @@ class AsyncRollouts:
     Args:
         model: the learner's policy (a copy is sent to the process; the learner's
             own weights are never shared with it).
-        tokenizer, problems, params, cfg: what ``collect_rollouts`` needs.
+        tokenizer, problems, params: what ``collect_rollouts`` needs.
+        settings: what the process reads of the run (:class:`GeneratorSettings`).
         verifier: a picklable verifier callable, or None to build
-            ``cfg.reward.verifier`` from the registry inside the process.
+            ``settings.verifier`` from the registry inside the process.
         dfilter: the difficulty filter (copied into the process) or None.
         start, end: learner steps ``[start, end)`` to produce batches for.
         max_ahead: k, how many policy versions a batch may lag (0: synchronous).
         data_position, generator_state: prompt position and sampler RNG at ``start``.
     """
 
-    def __init__(self, model, tokenizer, problems, params, cfg, *, verifier: Callable | None, dfilter,
-                 start: int, end: int, max_ahead: int, data_position: int, generator_state: torch.Tensor,
+    def __init__(self, model, tokenizer, problems, params, settings: GeneratorSettings, *, verifier: Callable | None,
+                 dfilter, start: int, end: int, max_ahead: int, data_position: int, generator_state: torch.Tensor,
                  device: torch.device | str = "cpu", poll_seconds: float = 1.0):
         if max_ahead < 0:
             raise ValueError(f"max_ahead must be >= 0, got {max_ahead}")
@@ -222,7 +244,7 @@ class AsyncRollouts:
         self.batches_q = ctx.Queue(maxsize=max_ahead + 1)
         worker_model = copy.deepcopy(model).to("cpu")
         payload = {"model": worker_model, "tokenizer": tokenizer, "problems": list(problems), "params": params,
-                   "cfg": cfg, "verifier": verifier, "dfilter": copy.deepcopy(dfilter), "names": self.names,
+                   "settings": settings, "verifier": verifier, "dfilter": copy.deepcopy(dfilter), "names": self.names,
                    "start": start, "end": end, "max_ahead": max_ahead, "data_position": data_position,
                    "generator_state": generator_state, "device": str(device)}
         # torch's reductions put the copy's tensors in shared memory; the process maps them

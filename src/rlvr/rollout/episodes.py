@@ -162,8 +162,8 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
                  tokenizer=None, timing: dict[str, float] | None = None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
-    Each sample's ``info`` holds ``reward`` (the environment's return), ``verdict``
-    (the final :class:`Verdict`), ``turns``, ``turn_ends``, ``turn_rewards``,
+    Each sample's ``reward`` is the environment's return and its ``verdict`` the final
+    :class:`Verdict`; its ``info`` holds ``turns``, ``turn_ends``, ``turn_rewards``,
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
     the environment's turns.  ``timing``, if given, gets the wall seconds spent in the
@@ -198,27 +198,11 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     open_eps = [ep for row in episodes for ep in row if ep.verdict is None]
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
-        cont: list[Episode] = []
         t0 = time.perf_counter()
         replies = _step_all(env, open_eps, last_texts, errors)
         if timing is not None:
             timing["env_s"] = timing.get("env_s", 0.0) + time.perf_counter() - t0
-        for ep, reply in zip(open_eps, replies):
-            ep.state.turn += 1
-            _account(ep, reply)
-            if reply.done:
-                _finish(ep, reply, "done")
-                continue
-            if ep.state.turn >= limits.max_turns:
-                _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
-                continue
-            obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
-            if len(ep.sample.completion_ids) + len(obs) >= budget:
-                _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
-                        "max_total_tokens")
-                continue
-            _append(ep.sample, obs, model=False)
-            cont.append(ep)
+        cont = _advance(env, open_eps, replies, tokenizer, eos_ids, budget, errors)
         if not cont:
             break
         # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
@@ -243,6 +227,31 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
             _seal(ep, tokenizer)
     _warn_errors(env, errors, episodes)
     return [[ep.sample for ep in row] for row in episodes]
+
+
+def _advance(env: Environment, open_eps: list[Episode], replies: list[Reply], tokenizer, eos_ids: set,
+             budget: int, errors: list) -> list[Episode]:
+    """Every open episode after its environment step's ``reply``; returns the episodes that continue (their
+    observation appended), having finished the others (done, or a turn / token limit reached)."""
+    limits = env.limits
+    cont: list[Episode] = []
+    for ep, reply in zip(open_eps, replies):
+        ep.state.turn += 1
+        _account(ep, reply)
+        if reply.done:
+            _finish(ep, reply, "done")
+            continue
+        if ep.state.turn >= limits.max_turns:
+            _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
+            continue
+        obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
+        if len(ep.sample.completion_ids) + len(obs) >= budget:
+            _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
+                    "max_total_tokens")
+            continue
+        _append(ep.sample, obs, model=False)
+        cont.append(ep)
+    return cont
 
 
 def _last_turn_ids(ep: Episode) -> list[int]:
@@ -273,7 +282,8 @@ def _append(sample: Sample, ids: list[int], *, model: bool, logprobs: list[float
 
 def _seal(ep: Episode, tokenizer) -> None:
     s = ep.sample
-    s.info.update({"reward": ep.reward, "verdict": ep.verdict, "turns": ep.state.turn, **dict(ep.counts)})
+    s.verdict, s.reward = ep.verdict, ep.reward
+    s.info.update({"turns": ep.state.turn, **dict(ep.counts)})
     if s.mask is not None:  # more than one turn: the text is the whole trajectory as the policy saw it
         s.text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)
 
@@ -285,7 +295,7 @@ def episode_metrics(samples: list[Sample]) -> dict[str, float]:
     n = len(samples)
     out = {"env/turns": sum(s.info.get("turns", 1) for s in samples) / n}
     keys = sorted({k for s in samples for k, v in s.info.items() if isinstance(v, (int, float))
-                   and k not in ("turns", "reward")})
+                   and k != "turns"})
     for k in keys:
         out[f"env/{k}"] = sum(float(s.info.get(k, 0)) for s in samples) / n
     if any("tool_calls" in s.info for s in samples):

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from rlvr.engines import SamplingParams
 from rlvr.envs import Environment
 from rlvr.rollout.episodes import safe_step
+from rlvr.rollout.settings import GuidanceConfig
 from rlvr.tasks.benchmarks import gsm8k_worked_solution
 from rlvr.types import Problem, Sample, Verdict
 
@@ -99,7 +100,7 @@ class GuidanceStats:
 
 
 def _failed(group: list[Sample]) -> bool:
-    return not any(s.info["verdict"].correct for s in group)
+    return not any(s.verdict.correct for s in group)
 
 
 def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> None:
@@ -108,8 +109,9 @@ def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> Non
     reply = safe_step(env, env.reset(problem), text)
     verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
     reward, counts = float(reply.reward), {k: v for k, v in reply.info.items() if isinstance(v, (int, float))}
-    sample.info.update({"turn_ends": [len(sample.completion_ids)], "turn_rewards": [reward], "reward": reward,
-                        "verdict": verdict, "turns": 1, "end": "done", **counts})
+    sample.verdict, sample.reward = verdict, reward
+    sample.info.update({"turn_ends": [len(sample.completion_ids)], "turn_rewards": [reward], "turns": 1, "end": "done",
+                        **counts})
 
 
 def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenizer, group_index: int) -> Sample:
@@ -121,7 +123,7 @@ def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenize
 
 
 def guide_groups(engine, env: Environment, problems: list[Problem], groups: list[list[Sample]],
-                 params: SamplingParams, gcfg, stats: GuidanceStats) -> list[list[Sample]]:
+                 params: SamplingParams, gcfg: GuidanceConfig, stats: GuidanceStats) -> list[list[Sample]]:
     """``groups`` (one per problem) with every all-fail group guided as ``gcfg`` (``guidance.*``) says.
 
     Hints for all failing groups of one level are sampled with one ``engine.generate`` call.
@@ -151,7 +153,7 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
                 stats.demos_rejected += 1
                 continue
             _score(env, problems[i], demo, sol)
-            if not demo.info["verdict"].correct:
+            if not demo.verdict.correct:
                 stats.demos_rejected += 1
                 continue
             groups[i] = groups[i][:-1] + [demo]

@@ -28,6 +28,7 @@ __all__ = [
     "OPERATORS",
     "DEFAULT_TEMPLATE",
     "ArithmeticSpec",
+    "check_template",
     "evaluate_expression",
     "format_expression",
     "worked_solution",
@@ -145,7 +146,7 @@ def worked_solution(operands: Sequence[int], operators: Sequence[str]) -> str:
     return f"{' = '.join(chain)}. The answer is \\boxed{{{nums[0]}}}."
 
 
-def _check_template(template: str) -> None:
+def check_template(template: str) -> None:
     """Raise ValueError unless ``template`` is a format string whose only field is ``{expression}``."""
     if not isinstance(template, str):
         raise ValueError(f"template must be a string, got {type(template).__name__}")
@@ -202,7 +203,7 @@ def make_arithmetic_problem(rng: random.Random, spec: ArithmeticSpec = Arithmeti
     With ``allow_negative_results=False`` draws repeat until the value is >= 0
     (ValueError if that keeps failing, e.g. when no such expression exists).
     """
-    _check_template(template)
+    check_template(template)
     total = spec.num_expressions
     for _ in range(_MAX_CONSECUTIVE_REJECTIONS):
         index = rng.randrange(total)
@@ -251,7 +252,7 @@ def arithmetic_split(spec: ArithmeticSpec, n_train: int, n_heldout: int, seed: i
     for name, n in (("n_train", n_train), ("n_heldout", n_heldout)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"{name} must be a non-negative int, got {n!r}")
-    _check_template(template)
+    check_template(template)
     need = n_train + n_heldout
     total = spec.num_expressions
     if need > total:

@@ -227,8 +227,8 @@ class Program:
 
 
 class CodeFunctionsParams(BaseModel):
-    """Options of the ``code_functions`` task (``task.params``; ``num_train``, ``num_heldout``, ``seed`` are
-    ``task.*`` fields)."""
+    """Options of the ``code_functions`` task (``task.params``; ``num_heldout`` and ``seed`` are ``task.*``
+    fields)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -245,10 +245,11 @@ class CodeFunctionsParams(BaseModel):
     seed: int = Field(0, description="seed of the generator")
 
 
-def check_params(params: dict[str, Any], **_: Any) -> None:
-    """Cross-option checks of the task (each option's own range is in :class:`CodeFunctionsParams`)."""
+def check_params(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:
+    """Cross-option checks of the task (each option's own range is in :class:`CodeFunctionsParams`);
+    ``num_heldout``: the run's held-out count when it is not among ``params``."""
     p = CodeFunctionsParams(**{k: v for k, v in params.items() if k in CodeFunctionsParams.model_fields})
-    if p.num_train + p.num_heldout < 1:
+    if p.num_train + (p.num_heldout if num_heldout is None else num_heldout) < 1:
         raise ValueError("num_train + num_heldout must be >= 1")
     if p.min_steps > p.steps:
         raise ValueError(f"min_steps ({p.min_steps}) must be <= steps ({p.steps})")

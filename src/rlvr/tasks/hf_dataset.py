@@ -133,22 +133,11 @@ def load_hf_dataset_problems(
         DatasetError: the dataset or split cannot be loaded, is empty, or a row lacks
             a field / has a mistyped one / repeats an id (naming dataset, split and row).
     """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit}")
     label = str(dataset)
-    ds = _open_split(label, split, name, data_files, revision, None if cache_dir is None else str(cache_dir))
-    if len(ds) == 0:
-        raise DatasetError(f"{label}[{split}]: empty split (no rows)")
-    if limit == 0:
+    ds = _first_rows(label, split, name, data_files, revision, cache_dir, limit)
+    if ds is None:
         return []
-    if limit is not None and limit < len(ds):
-        ds = ds.select(range(limit))
-
     where = f"{label}[{split}]"  # with the row, "<dataset>[<split>]:row <i>" is the location in errors
-    used = {prompt_field, answer_field} | {f for f in (id_field, messages_field, image_field) if f is not None}
-    stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
-    problems: list[Problem] = []
-    seen_ids: dict[str, int] = {}
     from rlvr.tasks.images import ImageColumn
 
     if image_field is not None:
@@ -156,6 +145,24 @@ def load_hf_dataset_problems(
     local = Path(label).expanduser()
     base = (local if local.is_dir() else local.parent) if local.exists() else None
     column = ImageColumn(image_field, where, base, bad_images)
+    fields = dict(prompt_field=prompt_field, answer_field=answer_field, answer_transform=answer_transform,
+                  id_field=id_field, messages_field=messages_field)
+    stem = Path(label.rstrip("/")).name.split(".")[0] or "dataset"
+    problems = _row_problems(ds, column, where, f"{stem}-{split}", fields, image_field, metadata_fields)
+    column.finish(len(ds))
+    if len(ds) and not problems:
+        raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
+    return problems
+
+
+def _row_problems(ds, column, where: str, id_prefix: str, fields: dict[str, Any], image_field: str | None,
+                  metadata_fields: Sequence[str] | None) -> list[Problem]:
+    """One problem per row of ``ds`` whose images ``column`` reads (ids ``f"{id_prefix}-{row}"`` without an
+    id field); ``fields``: the column names and answer transform of :func:`load_hf_dataset_problems`."""
+    used = {fields["prompt_field"], fields["answer_field"]} | {
+        f for f in (fields["id_field"], fields["messages_field"], image_field) if f is not None}
+    problems: list[Problem] = []
+    seen_ids: dict[str, int] = {}
     for i, rec in enumerate(ds):
         row = f"row {i}"
         keep, images = column.read(rec, f"{where}:{row}")
@@ -163,20 +170,30 @@ def load_hf_dataset_problems(
             continue
         # a column that a row lacks reads as None (datasets fills the schema): treat it as missing
         present = {k: v for k, v in rec.items() if v is not None}
-        problem = record_problem(present, where, row, prompt_field=prompt_field, answer_field=answer_field,
-                                 answer_transform=answer_transform, id_field=id_field, messages_field=messages_field,
-                                 metadata_fields=None, used=used, default_id=f"{stem}-{split}-{i}", seen_ids=seen_ids,
-                                 seen_as="at row", position=i)
+        problem = record_problem(present, where, row, **fields, metadata_fields=None, used=used,
+                                 default_id=f"{id_prefix}-{i}", seen_ids=seen_ids, seen_as="at row", position=i)
         if metadata_fields is None:  # the raw row: its missing columns show as None, as the dataset has them
             problem.metadata = {k: v for k, v in rec.items() if k not in used}
         else:
             problem.metadata = {k: rec[k] for k in metadata_fields if k in rec}
         problem.images = images
         problems.append(problem)
-    column.finish(len(ds))
-    if len(ds) and not problems:
-        raise DatasetError(f"{where}: every row was left out for a bad image (first: {column.skipped[0]})")
     return problems
+
+
+def _first_rows(label: str, split: str, name: str | None, data_files, revision: str | None,
+                cache_dir: str | os.PathLike | None, limit: int | None):
+    """The split's first ``limit`` rows (all with None; None for ``limit=0``); an empty split is a DatasetError."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    ds = _open_split(label, split, name, data_files, revision, None if cache_dir is None else str(cache_dir))
+    if len(ds) == 0:
+        raise DatasetError(f"{label}[{split}]: empty split (no rows)")
+    if limit == 0:
+        return None
+    if limit is not None and limit < len(ds):
+        ds = ds.select(range(limit))
+    return ds
 
 
 def _undecoded_images(ds, field: str, where: str):

@@ -1,9 +1,12 @@
 """The task registry: each task is a function of its typed options returning ``(train, held_out)`` problems.
 
-A task's options are its function's keyword parameters.  The ones that match a
-``task.*`` config field (``num_heldout``, ``seed``, ``path``, ``template``, ...)
-are filled from it; any others come from ``task.params`` and are validated when
-the config loads.  Adding a task is one decorated function in one file::
+A task's options are its function's keyword parameters.  The ones every task may take
+(``path``, ``num_heldout``, ``seed``: :data:`SHARED_OPTIONS`) are filled from the
+``task.*`` fields; the task's own (``num_train``, ``template``, ``prompt_field``, ...)
+come from ``task.params`` and are validated when the config loads.  Its tags say what
+the config's rules need to know: ``needs_path`` (it reads ``task.path``) and
+``user_answers`` (its reference answers come from the user's data, so whether there are
+any is known only when it is read).  Adding a task is one decorated function in one file::
 
     from rlvr.tasks.registry import TASKS
 
@@ -17,17 +20,20 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal
+
+from pydantic import Field, NonNegativeInt
 
 from rlvr.registry import Registry
-from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split
+from rlvr.tasks.arithmetic import DEFAULT_TEMPLATE, ArithmeticSpec, arithmetic_split, check_template
 from rlvr.tasks.benchmarks import load_benchmark, load_gsm8k
 from rlvr.tasks.code_functions import CodeFunctionsParams, check_params as _check_code_functions, \
     code_function_problems
 from rlvr.tasks.jsonl import load_jsonl_problems
+from rlvr.tasks.settings import TaskConfig
 from rlvr.types import Problem
 
-__all__ = ["TASKS", "build_task", "task_options", "held_out_split", "multiply_solution"]
+__all__ = ["TASKS", "SHARED_OPTIONS", "build_task", "task_options", "held_out_split", "multiply_solution"]
 
 Split = tuple[list[Problem], list[Problem]]
 TASKS: Registry[Callable[..., Split]] = Registry("task")
@@ -44,10 +50,27 @@ def held_out_split(problems: list[Problem], num_heldout: int, seed: int) -> Spli
     return train, held
 
 
-@TASKS.register("arithmetic", doc="generated 'What is a + b?' problems, disjoint train/held-out splits")
-def arithmetic_task(template: str = DEFAULT_TEMPLATE, num_operands: int = 2, min_value: int = 1, max_value: int = 50,
-                    operators: list[str] | None = None, num_train: int = 2000, num_heldout: int = 256,
-                    seed: int = 0) -> Split:
+def _check_arithmetic(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:
+    """The expression space (large enough for the train and held-out problems) and the template, checked when the
+    config loads (the problems are built later)."""
+    spec = ArithmeticSpec(num_operands=params["num_operands"], min_value=params["min_value"],
+                          max_value=params["max_value"], operators=tuple(params["operators"] or ["+"]))
+    check_template(params["template"])
+    need = params["num_train"] + (params["num_heldout"] if num_heldout is None else num_heldout)
+    if need > spec.num_expressions:
+        raise ValueError(f"the arithmetic spec allows only {spec.num_expressions} distinct expressions but num_train "
+                         f"+ num_heldout = {need}; widen [min_value, max_value], or add operands or operators")
+
+
+@TASKS.register("arithmetic", check=_check_arithmetic,
+                doc="generated 'What is a + b?' problems, disjoint train/held-out splits; task.params {num_train, "
+                    "num_operands, min_value, max_value, operators, template}")
+def arithmetic_task(template: str = DEFAULT_TEMPLATE, num_operands: Annotated[int, Field(ge=2)] = 2,
+                    min_value: int = 1, max_value: int = 50, operators: list[str] | None = None,
+                    num_train: NonNegativeInt = 2000, num_heldout: int = 256, seed: int = 0) -> Split:
+    """``template``: the prompt, a format string with ``{expression}``; ``num_operands``: operands per expression;
+    ``min_value`` / ``max_value``: the operands' range; ``operators``: drawn from ``+ - *`` (default ``[+]``);
+    ``num_train``: training problems (the held-out ones are generated disjoint from them)."""
     spec = ArithmeticSpec(num_operands=num_operands, min_value=min_value, max_value=max_value,
                           operators=tuple(operators or ["+"]))
     return arithmetic_split(spec, num_train, num_heldout, seed=seed, template=template)
@@ -72,7 +95,7 @@ for _name in ("math500", "aime24", "amc23", "humaneval"):
     TASKS.add(_name, _benchmark_task(_name), doc=f"{_name}: an evaluation set; held-out = a seeded subset")
 
 
-@TASKS.register("jsonl", doc="problems from a JSON-lines file (task.path, task.prompt_field, task.answer_field); "
+@TASKS.register("jsonl", tags={"needs_path", "user_answers"}, doc="problems from a JSON-lines file (task.path; task.params {prompt_field, answer_field}); "
                              "task.params {image_field: NAME} reads images (paths), bad_images: skip | error")
 def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
                num_heldout: int = 256, seed: int = 0, image_field: str | None = None,
@@ -86,27 +109,31 @@ def jsonl_task(path: str | None = None, prompt_field: str = "prompt", answer_fie
 
 @TASKS.register("code_functions", params=CodeFunctionsParams, check=_check_code_functions,
                 doc="generated function-writing problems (chains of int/str/list primitives) with hidden unit "
-                    "tests; score with reward.verifier=code_humaneval; task.params steps, max_len, max_int, "
-                    "num_examples, num_tests")
+                    "tests; score with reward.verifier=code_humaneval; task.params num_train, steps, max_len, "
+                    "max_int, num_examples, num_tests")
 def code_functions_task(**options: Any) -> Split:
     return code_function_problems(**options)
 
 
-def task_options(cfg: Any) -> dict[str, Any]:
-    """The options of ``cfg.name``'s task: matching ``task.*`` fields, then ``task.params`` (validated)."""
-    entry = TASKS.entry(cfg.name, key="task.name")
-    params = dict(getattr(cfg, "params", None) or {})
-    TASKS.validate_params(cfg.name, params, key="task.params")
-    opts = {k: getattr(cfg, k) for k in entry.options() if hasattr(cfg, k) and k not in params}
-    return {**opts, **params}
+SHARED_OPTIONS = ("path", "num_heldout", "seed")
+"""The ``task.*`` fields a task receives when its function takes them (every other option is in ``task.params``)."""
 
 
-def build_task(cfg: Any) -> Split:
-    """(train, held-out) problems for a task config section (``task.name`` plus its options)."""
-    return TASKS.get(cfg.name)(**task_options(cfg))
+def task_options(task: TaskConfig) -> dict[str, Any]:
+    """The options of ``task.name``'s task: the :data:`SHARED_OPTIONS` it takes, then ``task.params`` (validated)."""
+    entry = TASKS.entry(task.name, key="task.name")
+    params = dict(task.params)
+    TASKS.validate_params(task.name, params, key="task.params")
+    shared = {k: getattr(task, k) for k in SHARED_OPTIONS if k in entry.options() and k not in params}
+    return {**shared, **params}
 
 
-@TASKS.register("hf", doc="a `datasets` dataset: task.path is a hub id, a save_to_disk directory, a data directory "
+def build_task(task: TaskConfig) -> Split:
+    """(train, held-out) problems of a ``task`` section (``task.name`` plus its options)."""
+    return TASKS.get(task.name)(**task_options(task))
+
+
+@TASKS.register("hf", tags={"needs_path", "user_answers"}, doc="a `datasets` dataset: task.path is a hub id, a save_to_disk directory, a data directory "
                           "or file (pip install rlvr[hf]); split / eval_split / name in task.params")
 def hf_task(path: str | None = None, prompt_field: str = "prompt", answer_field: str = "answer",
             split: str = "train", eval_split: str | None = None, name: str | None = None,

@@ -276,7 +276,7 @@ def make_visual_problem(kind: str, difficulty: int, rng: random.Random, size: in
 @TASKS.register("visual", doc="drawn images (Pillow): kind count | bars | clock | geometry | locate | mixed, "
                               "difficulty 1-5; disjoint train/held-out scenes (locate: reward.verifier=grounding)")
 def visual_task(kind: Literal["count", "bars", "clock", "geometry", "locate", "mixed"] = "count",
-                difficulty: int = 1, num_train: int = 1000, num_heldout: int = 256, seed: int = 0,
+                difficulty: int = 1, num_train: int = 2000, num_heldout: int = 256, seed: int = 0,
                 image_size: int = 112) -> Split:
     """``(train, held_out)`` drawn problems (see the module doc); held-out scenes are drawn first."""
     if not 1 <= difficulty <= 5:

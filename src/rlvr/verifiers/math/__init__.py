@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 from rlvr.types import Verdict
 from rlvr.verifiers.base import Verifier, register_verifier
@@ -171,6 +171,22 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
     Reasons start with ``match``, ``mismatch``, ``no answer found``, ``hedged``,
     ``answer retracted``, ``timeout``, ``bad input`` or ``verifier error``.
     """
+    _check_options(strictness, tolerance, timeout, require_value)
+    compare = _symbolic_comparer(float(tolerance), float(timeout), isolate)
+
+    def math_verify_fn(completion: Any, reference: Any) -> Verdict:
+        try:
+            return _score(completion, reference, compare, strictness, max_chars, require_value)
+        except Exception as e:  # noqa: BLE001 - a reward must never crash training
+            return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {_short(e, 200)}")
+
+    math_verify_fn.strictness = strictness  # type: ignore[attr-defined]
+    math_verify_fn.timeout = timeout  # type: ignore[attr-defined]
+    return math_verify_fn
+
+
+def _check_options(strictness: str, tolerance: float, timeout: float, require_value: bool | str) -> None:
+    """:func:`math_verifier`'s options, each refused with its valid range."""
     if strictness not in STRICTNESS:
         raise ValueError(f"unknown strictness {strictness!r}; choose one of {', '.join(STRICTNESS)}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
@@ -180,21 +196,25 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
     if require_value not in REQUIRE_VALUE or isinstance(require_value, int) and not isinstance(require_value, bool):
         raise ValueError(f"require_value must be True, False or 'auto', got {require_value!r}")
 
+
+def _symbolic_comparer(tolerance: float, timeout: float, isolate: bool) -> Callable[[str, str], tuple[bool, str]]:
+    """``compare(gold, answer) -> (equal, reason)``: the quick comparison, then the symbolic one (in the sandbox's
+    worker with a hard ``timeout`` unless ``isolate`` is False)."""
     # Symbolic results per (gold, answer) pair: many samples of one problem share an answer,
     # and re-scoring stored samples repeats pairs.  Timeouts and errors are never cached.
     symbolic_cache: dict[tuple[str, str], tuple[bool, str]] = {}
 
     def compare(g: str, p: str) -> tuple[bool, str]:
         g, p = _decimal_commas(g, p)
-        quick = quick_compare(g, p, float(tolerance))
+        quick = quick_compare(g, p, tolerance)
         if quick is not None:
             return quick
         hit = symbolic_cache.get((g, p))
         if hit is not None:
             return hit
         if not isolate:
-            return symbolic_compare(g, p, float(tolerance))
-        status, value = get_sandbox().call(symbolic_compare, (g, p, float(tolerance)), float(timeout))
+            return symbolic_compare(g, p, tolerance)
+        status, value = get_sandbox().call(symbolic_compare, (g, p, tolerance), timeout)
         if status == "timeout":
             return False, f"timeout: symbolic check over {timeout:g}s"
         if status == "error":
@@ -203,63 +223,58 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             symbolic_cache[(g, p)] = value
         return value
 
-    def check(completion: Any, reference: Any) -> Verdict:
-        gold = _reference_answer(reference)
-        if gold is None:
-            return Verdict(0.0, None, f"bad input: empty or non-string reference ({type(reference).__name__})")
-        if not isinstance(completion, str):
-            return Verdict(0.0, None, f"bad input: completion is {type(completion).__name__}, not str")
-        if len(completion) > max_chars:
-            return Verdict(0.0, None, f"bad input: completion too long ({len(completion)} > {max_chars} chars)")
-        text = unescape_commands(completion)
-        ex = extract_answer(text, strictness)
-        if ex.answer is None:
-            return Verdict(0.0, None, ex.problem or "no answer found")
-        answer = ex.answer
-        if ex.problem:
-            return Verdict(0.0, answer, ex.problem)
-        retracted = find_retraction(text, ex.end)
-        if retracted:
-            return Verdict(0.0, answer, retracted)
-        if len(answer) > MAX_ANSWER_CHARS:
-            return Verdict(0.0, _short(answer), f"bad input: answer too long ({len(answer)} chars)")
-        g = clean(gold)
-        gold_is_list = _list_like(gold)
-        if not gold_is_list:
-            hedge = find_hedge(answer)
-            if hedge:
-                return Verdict(0.0, answer, hedge)
-        if len(ex.boxes) > 1 and gold_is_list:  # "\\boxed{2} and \\boxed{3}" for the list "2, 3"
-            joined = ", ".join(ex.boxes[-8:])
-            ok, why = compare(g, clean(joined))
-            if ok:
-                return Verdict(1.0, joined, why + ", boxes together")
-        g, p = _decimal_commas(g, clean(answer))
-        problem = not_an_answer(g, p, require_value, gold_is_list)
-        if problem:
-            return Verdict(0.0, answer, problem)
-        ok, why = compare(g, p)
-        if not ok and not why.startswith(("timeout", "verifier error")) and "=" not in g and "\\approx" not in g:
-            sides = split_relation(p)  # "x = 5+5+1 = 1/3": the value it ends with
-            if len(sides) > 1 and sides[-1]:
-                last_ok, last_why = compare(g, sides[-1])
-                if last_ok:
-                    ok, why = last_ok, last_why
-        for other in ex.others[:4]:  # several boxed answers: all must be right, else it is a hedge
-            if ok and not compare(g, clean(other))[0]:
-                return Verdict(0.0, answer, f"hedged: different boxed answers ({_short(other, 30)!r}, {_short(answer, 30)!r})")
+    return compare
+
+
+def _score(completion: Any, reference: Any, compare: Callable[[str, str], tuple[bool, str]], strictness: str,
+           max_chars: int, require_value: bool | str) -> Verdict:
+    """One completion's verdict against ``reference`` (see :func:`math_verifier`)."""
+    gold = _reference_answer(reference)
+    if gold is None:
+        return Verdict(0.0, None, f"bad input: empty or non-string reference ({type(reference).__name__})")
+    if not isinstance(completion, str):
+        return Verdict(0.0, None, f"bad input: completion is {type(completion).__name__}, not str")
+    if len(completion) > max_chars:
+        return Verdict(0.0, None, f"bad input: completion too long ({len(completion)} > {max_chars} chars)")
+    text = unescape_commands(completion)
+    ex = extract_answer(text, strictness)
+    if ex.answer is None:
+        return Verdict(0.0, None, ex.problem or "no answer found")
+    answer = ex.answer
+    if ex.problem:
+        return Verdict(0.0, answer, ex.problem)
+    retracted = find_retraction(text, ex.end)
+    if retracted:
+        return Verdict(0.0, answer, retracted)
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Verdict(0.0, _short(answer), f"bad input: answer too long ({len(answer)} chars)")
+    g = clean(gold)
+    gold_is_list = _list_like(gold)
+    if not gold_is_list:
+        hedge = find_hedge(answer)
+        if hedge:
+            return Verdict(0.0, answer, hedge)
+    if len(ex.boxes) > 1 and gold_is_list:  # "\\boxed{2} and \\boxed{3}" for the list "2, 3"
+        joined = ", ".join(ex.boxes[-8:])
+        ok, why = compare(g, clean(joined))
         if ok:
-            return Verdict(1.0, answer, why)
-        if why.startswith(("timeout", "verifier error")):
-            return Verdict(0.0, answer, why)
-        return Verdict(0.0, answer, f"{why}: {_short(answer)} != {_short(gold)}")
-
-    def math_verify_fn(completion: Any, reference: Any) -> Verdict:
-        try:
-            return check(completion, reference)
-        except Exception as e:  # noqa: BLE001 - a reward must never crash training
-            return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {_short(e, 200)}")
-
-    math_verify_fn.strictness = strictness  # type: ignore[attr-defined]
-    math_verify_fn.timeout = timeout  # type: ignore[attr-defined]
-    return math_verify_fn
+            return Verdict(1.0, joined, why + ", boxes together")
+    g, p = _decimal_commas(g, clean(answer))
+    problem = not_an_answer(g, p, require_value, gold_is_list)
+    if problem:
+        return Verdict(0.0, answer, problem)
+    ok, why = compare(g, p)
+    if not ok and not why.startswith(("timeout", "verifier error")) and "=" not in g and "\\approx" not in g:
+        sides = split_relation(p)  # "x = 5+5+1 = 1/3": the value it ends with
+        if len(sides) > 1 and sides[-1]:
+            last_ok, last_why = compare(g, sides[-1])
+            if last_ok:
+                ok, why = last_ok, last_why
+    for other in ex.others[:4]:  # several boxed answers: all must be right, else it is a hedge
+        if ok and not compare(g, clean(other))[0]:
+            return Verdict(0.0, answer, f"hedged: different boxed answers ({_short(other, 30)!r}, {_short(answer, 30)!r})")
+    if ok:
+        return Verdict(1.0, answer, why)
+    if why.startswith(("timeout", "verifier error")):
+        return Verdict(0.0, answer, why)
+    return Verdict(0.0, answer, f"{why}: {_short(answer)} != {_short(gold)}")

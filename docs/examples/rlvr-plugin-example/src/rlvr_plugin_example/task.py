@@ -10,7 +10,7 @@ from rlvr.types import Problem
 def guess_targets(num_train: int = 200, num_heldout: int = 50, seed: int = 0, low: int = 1, high: int = 100):
     """Hidden numbers from ``low`` to ``high`` to guess; training and held-out targets drawn apart.
 
-    ``num_train``, ``num_heldout`` and ``seed`` come from the task.* keys; ``low`` and
+    ``num_heldout`` and ``seed`` come from the task.* keys; ``num_train``, ``low`` and
     ``high`` from task.params.
     """
     rng = random.Random(seed)

@@ -1,0 +1,343 @@
+"""The cross-section rules of a run's config, each a small named function checked when the config loads.
+
+Ranges and types are field constraints of the sections (``option(..., ge=...)``); a registered
+component's options are checked against its registry entry.  What is left is a rule that reads
+several sections: it raises ``ValueError`` with a message that names the keys, and
+:class:`rlvr.recipes.config.RunConfig` runs :data:`RUN_RULES` in order after the fields are
+validated (the first that fails is reported).  Each takes the ``RunConfig``.  Adding one is a decorated
+function here::
+
+    @rule
+    def kl_in_reward_needs_a_reference(cfg):
+        a = cfg.algorithm
+        if a.kl_in_reward and a.kl_coef == 0:
+            raise ValueError("algorithm.kl_in_reward needs a reference: set algorithm.kl_coef > 0")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+# ``RunConfig`` in the annotations is rlvr.recipes.config.RunConfig, which imports this module (its rules); the
+# name is not imported here, so the recipe modules import each other one way (checked by import-linter).
+
+__all__ = ["RUN_RULES", "rule", "unsupported_with_fsdp", "in_process_only"]
+
+RUN_RULES: list[Callable[[RunConfig], None]] = []
+"""Every rule, in the order they run."""
+
+
+def rule(fn: Callable[[RunConfig], None]) -> Callable[[RunConfig], None]:
+    """Add ``fn`` to :data:`RUN_RULES`."""
+    RUN_RULES.append(fn)
+    return fn
+
+
+def _traits(cfg: RunConfig):
+    from rlvr.envs import environment_traits
+
+    return environment_traits(cfg.env.name, cfg.env.params)  # multi-turn: read from its limits
+
+
+def in_process_only(cfg: RunConfig, ray: bool = False) -> list[str]:
+    """The settings that move sampling or learning out of this process (what an in-process-only feature names)."""
+    t, d = cfg.train, cfg.distributed
+    return [k for k, on in (("train.async_steps", t.async_steps > 0), ("train.rollout_worker", t.rollout_worker),
+                            ("distributed.backend=ray", ray and d.backend == "ray"), ("distributed.fsdp", d.fsdp))
+            if on]
+
+
+# --------------------------------------------------------------------------- registered components
+@rule
+def algorithm_components(cfg: RunConfig) -> None:
+    """The estimator, loss, KL estimator and importance correction are registered, with valid options."""
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
+
+    a = cfg.algorithm
+    entry = ADVANTAGE_ESTIMATORS.entry(a.advantage, key="algorithm.advantage")
+    if "kl_coef" in a.advantage_params and "kl" in entry.inputs:
+        raise ValueError(f"algorithm.advantage_params.kl_coef: the {a.advantage} advantage takes the KL penalty "
+                         "of the reward from algorithm.kl_coef with algorithm.kl_in_reward=true")
+    ADVANTAGE_ESTIMATORS.check(a.advantage, a.advantage_params, key="algorithm.advantage_params",
+                               group_size=cfg.rollout.group_size)
+    POLICY_LOSSES.entry(a.policy_loss, key="algorithm.policy_loss")
+    POLICY_LOSSES.validate_params(a.policy_loss, a.policy_loss_params, key="algorithm.policy_loss_params")
+    KL_ESTIMATORS.entry(a.kl_estimator, key="algorithm.kl_estimator")
+    IS_CORRECTIONS.entry(a.is_correction, key="algorithm.is_correction")
+    IS_CORRECTIONS.validate_params(a.is_correction, a.is_params, key="algorithm.is_params")
+
+
+@rule
+def verifier_and_engine(cfg: RunConfig) -> None:
+    """``reward.verifier`` and ``rollout.engine`` are registered, with valid options."""
+    from rlvr.engines.registry import ENGINES
+    from rlvr.verifiers import VERIFIERS
+
+    r = cfg.reward
+    VERIFIERS.entry(r.verifier, key="reward.verifier")
+    VERIFIERS.validate_params(r.verifier, r.verifier_params, key="reward.verifier_params")
+    ENGINES.entry(cfg.rollout.engine, key="rollout.engine")
+    ENGINES.validate_params(cfg.rollout.engine, cfg.rollout.engine_params, key="rollout.engine_params")
+
+
+@rule
+def sleep_while_learning_needs_the_hf_engine(cfg: RunConfig) -> None:
+    if cfg.rollout.sleep_while_learning and (cfg.rollout.engine != "hf" or cfg.distributed.backend != "none"):
+        raise ValueError("rollout.sleep_while_learning frees the in-process HF engine's copy of the weights: it "
+                         "needs rollout.engine=hf and distributed.backend=none (vLLM: rollout.engine_params.sleep)")
+
+
+@rule
+def bf16_adamw_not_sharded(cfg: RunConfig) -> None:
+    if cfg.train.optimizer == "adamw_bf16" and cfg.distributed.fsdp:
+        raise ValueError("train.optimizer=adamw_bf16 is not supported with distributed.fsdp (its sharded "
+                         "DTensor parameters are untested there): use train.optimizer=adamw")
+
+
+@rule
+def ray_workers_host_the_engine(cfg: RunConfig) -> None:
+    from rlvr.distributed.engine_factory import RAY_ENGINES
+
+    if cfg.distributed.backend == "ray" and cfg.rollout.engine not in RAY_ENGINES:
+        raise ValueError(f"rollout.engine={cfg.rollout.engine} cannot run in Ray rollout workers "
+                         f"(distributed.backend=ray hosts {', '.join(RAY_ENGINES)})")
+
+
+@rule
+def task_and_levels(cfg: RunConfig) -> None:
+    """``task.name`` is registered, its file exists, its options (and each curriculum level's) are valid."""
+    from rlvr.tasks.registry import TASKS, task_options
+    from rlvr.tasks.settings import task_at_level
+
+    task = cfg.task
+    entry = TASKS.entry(task.name, key="task.name")
+    path = task_options(task).get("path")
+    if "needs_path" in entry.tags and not path:
+        raise ValueError(f"task.path: task.name={task.name} reads its problems from task.path: set task.path=...")
+    if task.name == "jsonl" and not Path(path).is_file():
+        raise ValueError(f"task.path: {path}: " + ("not a file" if Path(path).exists() else "no such file"))
+    levels = [("task.params", task)] + [(f"curriculum.levels[{i}]", task_at_level(task, lv, f"curriculum.levels[{i}]"))
+                                         for i, lv in enumerate(cfg.curriculum.levels)]
+    for key, t in levels:  # the held-out count is a task.* field unless the params set their own
+        TASKS.check(t.name, t.params, key=key, num_heldout=t.params.get("num_heldout", t.num_heldout))
+
+
+@rule
+def environment(cfg: RunConfig) -> None:
+    from rlvr.envs import ENVIRONMENTS
+
+    ENVIRONMENTS.entry(cfg.env.name, key="env.name")
+    ENVIRONMENTS.check(cfg.env.name, cfg.env.params, key="env.params")
+
+
+# --------------------------------------------------------------------------- rewards
+@rule
+def reward_source(cfg: RunConfig) -> None:
+    """``reward.source`` fits the task and verifier, and the loop computes it (its tag says when)."""
+    from rlvr.rewards.pipeline import source_stage
+    from rlvr.rewards.sources import REWARD_SOURCES
+    from rlvr.tasks.registry import TASKS
+
+    r = cfg.reward
+    # Every built-in task but a file or dataset of the user's carries reference answers; for those (tagged
+    # user_answers) it is unknown before the file is read: None lets the source through, and a source that
+    # reads the reference stops at the first problem without one when training.
+    user = cfg.task.name in TASKS and "user_answers" in TASKS.entry(cfg.task.name).tags
+    REWARD_SOURCES.check(r.source, r.source_params, key="reward.source", verifier=r.verifier,
+                         has_reference=None if user else True)
+    stage = source_stage(r.source)
+    if r.source != "verifier" and (r.flip_false_positive or r.flip_false_negative):
+        raise ValueError(f"reward.source={r.source}: reward.flip_false_positive / flip_false_negative shape the "
+                         "verifier's verdict; use them with reward.source=verifier")
+    if stage == "policy" and (cfg.algorithm.dynamic_sampling or cfg.algorithm.difficulty_filter):
+        raise ValueError(f"reward.source={r.source} is computed from the policy after the rollouts are "
+                         "collected: algorithm.dynamic_sampling / difficulty_filter cannot see it")
+
+
+@rule
+def reward_shaping(cfg: RunConfig) -> None:
+    """Each ``reward.shaping`` term is registered, its options valid for the run; a term that reads the
+    verdict needs the verifier's reward."""
+    from rlvr.rewards.shaping import REWARD_SHAPING
+
+    r = cfg.reward
+    for name, opts in r.shaping.items():
+        key = f"reward.shaping.{name}"
+        REWARD_SHAPING.entry(name, key=key)
+        if not isinstance(opts, dict):
+            raise ValueError(f"{key}: expected a mapping of the term's options, got {opts!r}")
+        REWARD_SHAPING.check(name, opts, key=key, max_new_tokens=cfg.rollout.max_new_tokens)
+        if "verdict" in REWARD_SHAPING.entry(name).tags and r.source != "verifier":
+            raise ValueError(f"reward.source={r.source}: {key} shapes the verifier's verdict; use it with "
+                             "reward.source=verifier")
+
+
+@rule
+def process_rewards(cfg: RunConfig) -> None:
+    """``reward.process_prm`` is a PRM directory; its transforms, credit, filter and input format are valid."""
+    r = cfg.reward
+    if r.process_prm is None:
+        return
+    from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
+    from rlvr.search.scorers import check_reward_model_dir
+
+    try:
+        check_reward_model_dir(r.process_prm, "prm")
+    except ValueError as e:
+        raise ValueError(f"reward.process_prm: {e}") from None
+    for name, opts in r.process_transform_list():
+        STEP_TRANSFORMS.check(name, opts, key="reward.process_transforms")
+    PROCESS_CREDIT.check(r.process_credit, r.process_credit_params, key="reward.process_credit")
+    PROCESS_FILTERS.check(r.process_filter, r.process_filter_params, key="reward.process_filter")
+    unknown = set(r.process_prm_params) - {"step_tag", "good", "bad", "delimiter"}
+    if unknown:
+        raise ValueError(f"reward.process_prm_params: unknown option(s) {', '.join(sorted(unknown))} "
+                         "(step_tag, good, bad, delimiter)")
+
+
+@rule
+def sources_and_process_rewards_run_in_process(cfg: RunConfig) -> None:
+    """A reward source other than the verifier, and process rewards, run in the in-process recipe on single
+    completions."""
+    r = cfg.reward
+    if r.source == "verifier" and r.process_prm is None:
+        return
+    from rlvr.rewards.pipeline import source_stage
+
+    what = f"reward.source={r.source}" if r.source != "verifier" else "reward.process_prm"
+    if bad := in_process_only(cfg):
+        raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
+    traits = _traits(cfg)
+    if (source_stage(r.source) == "policy" or r.process_prm is not None) and traits.multi_turn:
+        raise ValueError(f"{what} scores single completions: use env.name=single_turn ({traits.why()})")
+
+
+# --------------------------------------------------------------------------- the loop and its backends
+@rule
+def backends_sample_single_turns(cfg: RunConfig) -> None:
+    """Environments the backends that sample single completions (async rollouts, the generator process,
+    FSDP: they score with the verifier alone; Ray workers: one turn per call) cannot run."""
+    traits = _traits(cfg)
+    bad = [k for k in in_process_only(cfg) if not traits.single_turn]
+    bad += ["distributed.backend=ray"] if cfg.distributed.backend == "ray" and traits.multi_turn else []
+    if bad:
+        raise ValueError(f"{traits.why()}, which {', '.join(bad)} cannot run yet (they sample single "
+                         "completions scored by reward.verifier): use the in-process engine")
+
+
+@rule
+def report_to(cfg: RunConfig) -> None:
+    from rlvr.trackers import validate_report_to
+
+    validate_report_to(cfg.train.report_to)
+
+
+@rule
+def group_size_fits_the_estimator(cfg: RunConfig) -> None:
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+
+    adv = cfg.algorithm.advantage
+    if cfg.rollout.group_size < 2 and "single_sample" not in ADVANTAGE_ESTIMATORS.entry(adv).tags:
+        raise ValueError(f"the {adv} advantage compares samples within a group: rollout.group_size >= 2")
+
+
+@rule
+def mini_batches_fit_the_batch(cfg: RunConfig) -> None:
+    n = cfg.train.prompts_per_step * cfg.rollout.group_size
+    if cfg.algorithm.mini_batches > n:
+        raise ValueError(f"algorithm.mini_batches={cfg.algorithm.mini_batches} splits a batch of "
+                         f"train.prompts_per_step x rollout.group_size = {n} sequences: at most {n}")
+
+
+@rule
+def kl_options_need_a_reference(cfg: RunConfig) -> None:
+    a = cfg.algorithm
+    if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
+        raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
+
+
+@rule
+def difficulty_band(cfg: RunConfig) -> None:
+    a = cfg.algorithm
+    if a.difficulty_filter and not a.difficulty_low <= a.difficulty_high:
+        raise ValueError("need algorithm.difficulty_low <= algorithm.difficulty_high")
+
+
+@rule
+def generator_process_is_hf(cfg: RunConfig) -> None:
+    t, d = cfg.train, cfg.distributed
+    if (d.backend != "none" or cfg.rollout.engine != "hf") and (t.async_steps or t.rollout_worker):
+        raise ValueError("train.async_steps / train.rollout_worker use their own HF generator process: "
+                         "combine them with rollout.engine=hf and distributed.backend=none")
+
+
+@rule
+def async_needs_importance_correction(cfg: RunConfig) -> None:
+    k = cfg.train.async_steps
+    if k > 0 and cfg.algorithm.is_correction == "none":
+        raise ValueError(f"train.async_steps={k} samples from a policy up to {k} updates old: set "
+                         "algorithm.is_correction=tis (or mis) to correct for it")
+
+
+@rule
+def curriculum_in_process(cfg: RunConfig) -> None:
+    if cfg.curriculum.levels and (in_process_only(cfg) or cfg.distributed.learner == "actor"):
+        raise ValueError("curriculum.levels runs in the in-process recipe only: not with train.async_steps, "
+                         "train.rollout_worker, distributed.fsdp or distributed.learner=actor")
+
+
+@rule
+def guidance_in_process_on_verdicts(cfg: RunConfig) -> None:
+    """Hints and demonstrations guide single completions in this process, by the verifier's verdict."""
+    g, r = cfg.guidance, cfg.reward
+    if not (g.hints or g.demonstrations):
+        return
+    what = " / ".join(k for k, on in (("guidance.hints", g.hints), ("guidance.demonstrations", g.demonstrations))
+                      if on)
+    if cfg.env.name != "single_turn":
+        raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {cfg.env.name}")
+    if bad := in_process_only(cfg, ray=True):
+        raise ValueError(f"{what} runs in the in-process recipe only: not with {', '.join(bad)}")
+    if r.source != "verifier" or r.process_prm is not None:
+        fix = f"use reward.source=verifier, not {r.source}" if r.source != "verifier" else "not with reward.process_prm"
+        raise ValueError(f"{what} decides failure and success by the verifier's verdict and trains on "
+                         f"reference solutions: {fix}")
+
+
+def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
+    """Config settings the FSDP recipe cannot honour (empty when the config is fine)."""
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+
+    alg, tcfg = cfg.algorithm, cfg.train
+    bad = {
+        "model.lora.enabled": cfg.model.lora.enabled,
+        "train.async_steps": tcfg.async_steps > 0,
+        "train.rollout_worker": bool(tcfg.rollout_worker),
+        "distributed.backend=ray": cfg.distributed.backend != "none",
+        "rollout.engine=vllm": cfg.rollout.engine != "hf",
+        "algorithm.kl_in_reward": alg.kl_in_reward,
+        "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
+        "algorithm.difficulty_filter": alg.difficulty_filter,
+        "algorithm.entropy_floor": alg.entropy_floor > 0,
+        "eval.every": bool(cfg.eval.every),
+        # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
+        # packing changes the micro-batch count per rank
+        "train.logprob_chunk_size": tcfg.logprob_chunk_size > 0,
+        "train.micro_batch_tokens": tcfg.micro_batch_tokens > 0,
+        "train.activation_checkpointing (use distributed.activation_checkpointing)": tcfg.activation_checkpointing,
+    }
+    needs = ADVANTAGE_ESTIMATORS.entry(alg.advantage).needs if alg.advantage in ADVANTAGE_ESTIMATORS else set()
+    if needs:  # the FSDP learner calls the estimator on rewards alone
+        bad[f"algorithm.advantage={alg.advantage} (needs {', '.join(sorted(needs))}, which the FSDP learner "
+            "does not compute)"] = True
+    elif alg.advantage in ADVANTAGE_ESTIMATORS and "mask" in ADVANTAGE_ESTIMATORS.entry(alg.advantage).inputs:
+        bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
+            "the FSDP recipe computes advantages per rank)"] = True
+    return [k for k, on in bad.items() if on]
+
+
+@rule
+def fsdp_supports_the_run(cfg: RunConfig) -> None:
+    if cfg.distributed.fsdp and (bad := unsupported_with_fsdp(cfg)):
+        raise ValueError(f"distributed.fsdp=true does not support: {', '.join(bad)}")

@@ -1,0 +1,266 @@
+"""One reward pipeline: how a group's outcomes become the rewards (and the process term of the advantages).
+
+The steps, in the order :class:`RewardPipeline` composes them (the only place that does)::
+
+    base score      each episode's verdict and return (Sample.verdict, Sample.reward)
+    noise           reward.flip_false_positive / flip_false_negative: verdicts flipped at random (experiments;
+                    the flipped verdict becomes the return)
+    scaling         wrong_reward + (correct_reward - wrong_reward) * return           (the verifier's reward)
+    source          a reward source other than the verifier replaces that reward (REWARD_SOURCES: one tagged
+                    ``collect`` when the group is collected; one tagged ``policy`` from the policy's forward
+                    pass after collection, :meth:`RewardPipeline.policy_source`)
+    shaping         the REWARD_SHAPING terms reward.shaping names, in its order (LASER, DAPO's overlong
+                    punishment, a plugin's), on whatever the source gave
+    process credit  reward.process_prm's step scores into token-level advantages, after the estimator
+                    (:meth:`RewardPipeline.process_credit`)
+
+The noise acts on the verdict, so it comes before the scaling; a source replaces the
+verifier's reward, so shaping comes after it and applies to every source alike.
+Collection (:func:`rlvr.rollout.collect.collect_rollouts`) runs the steps up to shaping
+per group; the recipe runs the policy-computed sources and the process credit on the
+collected batch.  Adding a shaping term or a reward source is one file: register it in
+:data:`~rlvr.rewards.shaping.REWARD_SHAPING` or :data:`~rlvr.rewards.sources.REWARD_SOURCES`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from rlvr.algorithms.gae import gae_advantages, masked_whiten
+from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
+from rlvr.rewards.noisy import flip_rewards
+from rlvr.rewards.settings import RewardConfig
+from rlvr.rewards.shaping import REWARD_SHAPING
+from rlvr.rewards.sources import REWARD_SOURCES, GroupInput, compute_group_rewards
+from rlvr.types import Problem, Sample, Verdict
+
+__all__ = ["GroupScores", "RewardPipeline", "source_stage", "apply_keep", "mean_metrics"]
+
+STAGES = ("base score", "noise", "scaling", "source", "shaping", "process credit")
+"""The pipeline's steps, in order."""
+
+
+def source_stage(name: str) -> str:
+    """When reward source ``name`` is computed: ``collect`` (from texts, verdicts and answers, as each group is
+    collected) or ``policy`` (from the policy's forward pass over the collected batch); its registry tag."""
+    tags = REWARD_SOURCES.entry(name, key="reward.source").tags
+    stages = [t for t in ("collect", "policy") if t in tags]
+    if len(stages) != 1:
+        raise ValueError(f"reward.source={name} must be tagged either 'collect' or 'policy' in REWARD_SOURCES "
+                         f"(when the training loop computes it), has tags {sorted(tags)}")
+    return stages[0]
+
+
+@dataclass
+class GroupScores:
+    """One group of G samples on its way through the pipeline (what a shaping term reads)."""
+
+    problem: Problem | None
+    samples: list[Sample]
+    verdicts: list[Verdict]
+    correct: Tensor
+    """[G] the verdicts as 1 / 0 (after the noise step)."""
+    returns: Tensor
+    """[G] the episodes' returns (the verdict for a single turn; after the noise step: the flipped verdict)."""
+    lengths: Tensor
+    """[G] tokens the policy generated."""
+    max_new_tokens: int
+    """``rollout.max_new_tokens``: the length budget."""
+    reward: Tensor | None = None
+    """[G] the reward so far (None before the scaling)."""
+    keep: Tensor | None = None
+    """[G] bool: samples a reward source keeps (None: all)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The reward source's diagnostics for this group."""
+    pass_signal: Tensor | None = None
+    """[G] what the difficulty filter's running pass rate counts: the policy's own verdicts (0 for a guided group),
+    or a collected source's rewards."""
+    sourced: bool = False
+    """Whether a reward source other than the verifier set the reward."""
+
+    @property
+    def filter_signal(self) -> Tensor:
+        """[G] what DAPO's dynamic sampling counts: the verdicts (Eq. 11: 0 < #correct < G, not the shaped reward),
+        or the rewards of a source other than the verifier (there may be no verdict to count)."""
+        return self.reward if self.sourced else self.correct
+
+    @classmethod
+    def of(cls, problem: Problem | None, samples: Sequence[Sample], max_new_tokens: int) -> GroupScores:
+        """The base score of a group: each sample's verdict and return."""
+        verdicts = [s.verdict for s in samples]
+        if any(v is None for v in verdicts):
+            raise ValueError("every sample needs its verdict (Sample.verdict) before its reward is computed")
+        return cls(problem, list(samples), verdicts, correct=torch.tensor([float(v.correct) for v in verdicts]),
+                   returns=torch.tensor([float(s.reward) for s in samples]),
+                   lengths=torch.tensor([float(s.num_tokens) for s in samples]), max_new_tokens=max_new_tokens)
+
+
+class RewardPipeline:
+    """The steps of the module docstring for one run's ``reward`` section (see the module docstring)."""
+
+    def __init__(self, settings: RewardConfig, *, max_new_tokens: int, seed: int = 0):
+        self.settings, self.max_new_tokens, self.seed = settings, max_new_tokens, seed
+        self.stage = source_stage(settings.source)
+        self.shaping = [(REWARD_SHAPING.get(name), dict(opts or {})) for name, opts in settings.shaping.items()]
+
+    # ------------------------------------------------------------------ at collection, per group
+    def score_group(self, problem: Problem, samples: Sequence[Sample], *, noise: torch.Generator,
+                    key: Any = 0, answer_key: Callable[[str | None], Any] | None = None,
+                    guided: bool = False) -> GroupScores:
+        """One group's rewards: base score, noise, scaling, a collected source, shaping.
+
+        ``noise`` draws the flips (one generator per step: resume-exact); ``key`` seeds a seeded source
+        (``random``); ``answer_key`` canonicalises answers for the answer-reading sources; ``guided``: the
+        group was guided (its pass signal for the difficulty filter is 0).
+        """
+        g = GroupScores.of(problem, samples, self.max_new_tokens)
+        g.pass_signal = torch.zeros_like(g.correct) if guided else g.correct
+        self.noise(g, noise)
+        self.scale(g)
+        if self.stage == "collect" and self.settings.source != "verifier":
+            self.collected_source(g, key, answer_key)
+        g.reward = self.shape(g, g.reward)
+        return g
+
+    def noise(self, g: GroupScores, generator: torch.Generator) -> None:
+        """Flip the verdicts with ``reward.flip_false_positive`` / ``flip_false_negative`` (the flipped verdict is
+        the return)."""
+        s = self.settings
+        if s.flip_false_positive or s.flip_false_negative:
+            g.correct = flip_rewards(g.correct, s.flip_false_positive, s.flip_false_negative, generator)
+            g.returns = g.correct
+
+    def scale(self, g: GroupScores) -> None:
+        """The verifier's reward: ``wrong_reward + (correct_reward - wrong_reward) * return``."""
+        s = self.settings
+        g.reward = s.wrong_reward + (s.correct_reward - s.wrong_reward) * g.returns
+
+    def collected_source(self, g: GroupScores, key: Any, answer_key: Callable | None) -> None:
+        """A ``collect`` source's rewards replace the verifier's; its keep mask and diagnostics are recorded.
+
+        Answers are the verdicts' ``extracted`` (through ``answer_key``); the verdicts and the reference are
+        passed only when the problem has a reference answer, so label diagnostics (TTRL's pseudo-label
+        accuracy) are measured against the true label and are absent on unlabelled problems.
+        """
+        name, problem = self.settings.source, g.problem
+        answers = [v.extracted if answer_key is None else answer_key(v.extracted) for v in g.verdicts]
+        labelled = problem.answer is not None and str(problem.answer).strip() != ""
+        gi = GroupInput([s.text for s in g.samples], reference=problem.answer if labelled else None,
+                        verdicts=g.verdicts if labelled or name == "verifier" else None, answers=answers, key=key)
+        g.reward, g.keep, g.metrics = compute_group_rewards(name, [gi], **self.settings.source_params)
+        g.pass_signal, g.sourced = g.reward, True
+
+    def shape(self, g: GroupScores, reward: Tensor) -> Tensor:
+        """``reward`` with every term of ``reward.shaping`` applied, in the order listed."""
+        for term, opts in self.shaping:
+            reward = term(reward, g, **opts)
+        return reward
+
+    # ------------------------------------------------------------------ after collection, on the batch
+    def policy_source(self, samples: Sequence[Sample], group_size: int,
+                      inputs: Callable[[frozenset[str]], list[GroupInput]]) -> tuple[Tensor, Tensor, dict[str, float]]:
+        """A ``policy`` source's rewards for the collected batch, shaped as at collection: ``(rewards [B], keep [B]
+        bool, metrics)``.  ``inputs(needs)`` gives one :class:`GroupInput` per consecutive group of
+        ``group_size`` samples with the fields the source's entry ``needs`` filled from the policy."""
+        name = self.settings.source
+        rewards, keep, metrics = compute_group_rewards(name, inputs(REWARD_SOURCES.entry(name).needs),
+                                                       **self.settings.source_params)
+        if self.shaping:
+            parts = []
+            for i in range(0, len(samples), group_size):
+                g = GroupScores.of(None, samples[i:i + group_size], self.max_new_tokens)
+                parts.append(self.shape(g, rewards[i:i + group_size]))
+            rewards = torch.cat(parts)
+        return rewards, keep, metrics
+
+    def process_credit(self, outcome_adv: Tensor | None, rewards: Tensor, steps: tuple, mask: Tensor,
+                       group_size: int, *, values: Tensor | None = None, token_kl: Tensor | None = None,
+                       kl_coef: float = 0.0, gae_params: dict | None = None) -> tuple[Tensor, Tensor | None,
+                                                                                      dict[str, float]]:
+        """Token-level advantages [B, T] with the PRM's step scores (``steps``: ``(step_scores [B, K], step_ends
+        [B, K], step_mask [B, K])``).
+
+        GRPO family (``values`` None)::
+
+            A_t = outcome_coef * A_est  +  process term of process_advantages(...)      (0 for filtered samples)
+
+        where ``A_est`` is the configured estimator's advantage of the outcome rewards
+        ([B] broadcast over the completion, or [B, T]) and the process term is
+        :func:`~rlvr.algorithms.process.process_advantages` with ``outcome_coef=0``:
+        transforms, the ``process_baseline``, credit (sum | min) and returns-to-go, times
+        ``process_coef``.  The filter sees the outcome rewards; its dropped samples get 0.
+
+        PPO (``values`` given): GAE over :func:`~rlvr.algorithms.process.process_token_rewards`
+        (credited step rewards on each step's last token, ``outcome_coef * r`` on the
+        last token) minus the KL penalty, whitened if ``gae_params['whiten']``; filtered
+        samples get advantage 0 (their returns still train the critic).
+
+        Returns ``(advantages [B, T], returns [B, T] or None, metrics)``.
+        """
+        rcfg = self.settings
+        scores, ends, smask = steps
+        transforms = rcfg.process_transform_list()
+        m = mask.to(torch.float32)
+        keep = PROCESS_FILTERS[rcfg.process_filter](scores, smask, rewards, **rcfg.process_filter_params).bool()
+        returns = None
+        if values is None:
+            proc, info = process_advantages(scores, ends, smask, rewards, group_size, mask, transforms=transforms,
+                                            credit=rcfg.process_credit, credit_params=rcfg.process_credit_params,
+                                            filter=rcfg.process_filter, filter_params=rcfg.process_filter_params,
+                                            baseline=rcfg.process_baseline, outcome_coef=0.0,
+                                            process_coef=rcfg.process_coef)
+            out = outcome_adv.float()
+            out = out * m if out.dim() == 2 else out[:, None] * m
+            adv = rcfg.outcome_coef * out * keep[:, None].to(out.dtype) + proc.float()
+        else:
+            adv, returns, info = self._process_gae(steps, rewards, mask, keep, group_size, values, token_kl, kl_coef,
+                                                   gae_params)
+        info = {k: v for k, v in info.items() if not (isinstance(v, float) and math.isnan(v))}
+        info["process/step_score_mean"] = float(scores[smask].mean()) if bool(smask.any()) else 0.0
+        info["process/steps_per_sample"] = float(smask.sum(1).float().mean())
+        return adv.detach(), returns, info
+
+    def _process_gae(self, steps: tuple, rewards: Tensor, mask: Tensor, keep: Tensor, group_size: int, values: Tensor,
+                     token_kl: Tensor | None, kl_coef: float, gae_params: dict | None):
+        """PPO's process credit: GAE over the credited token rewards (see :meth:`process_credit`)."""
+        rcfg, (scores, ends, smask) = self.settings, steps
+        m = mask.to(torch.float32)
+        tok = process_token_rewards(scores, ends, smask, mask, rewards, group_size=group_size,
+                                    transforms=rcfg.process_transform_list(), credit=rcfg.process_credit,
+                                    credit_params=rcfg.process_credit_params, process_coef=rcfg.process_coef,
+                                    outcome_coef=rcfg.outcome_coef).float()
+        if token_kl is not None and kl_coef:
+            tok = tok - kl_coef * token_kl.float() * m
+        gp = dict(gae_params or {})
+        adv, returns = gae_advantages(tok, values.float(), m, gamma=gp.get("gamma", 1.0), lam=gp.get("lam", 1.0))
+        if gp.get("whiten", True):
+            adv = masked_whiten(adv, m)
+        adv = adv * keep[:, None].to(adv.dtype)
+        has = smask.any(dim=1)
+        info = {"process/kept_share": float(keep.float().mean()),
+                "process/min_step_mean": float(torch.where(smask, scores, torch.full_like(scores, math.inf))
+                                               .amin(1)[has].mean()) if bool(has.any()) else math.nan}
+        return adv, returns, info
+
+
+def apply_keep(advantages: Tensor, keep: Tensor | None) -> Tensor:
+    """Advantage 0 for samples a reward source or filter dropped (``keep`` [B] bool; None keeps all)."""
+    if keep is None or bool(keep.all()):
+        return advantages
+    k = keep.to(advantages.dtype)
+    return advantages * (k[:, None] if advantages.dim() == 2 else k)
+
+
+def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each key's mean over the rows that have it (groups where a diagnostic is undefined leave it out)."""
+    sums, counts = {}, {}
+    for row in rows:
+        for k, v in row.items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+            counts[k] = counts.get(k, 0) + 1
+    return {k: sums[k] / counts[k] for k in sums}

@@ -1,0 +1,56 @@
+"""The ``rollout`` and ``guidance`` sections of a run: how completions are sampled, and how all-fail groups are
+guided."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import field_validator
+
+from rlvr.config import ConfigModel, option
+
+__all__ = ["RolloutConfig", "GuidanceConfig"]
+
+
+class RolloutConfig(ConfigModel):
+    group_size: int = option(8, "completions sampled per prompt (G)", ge=1)
+    max_new_tokens: int = option(64, "cap on generated tokens per completion", ge=1)
+    temperature: float = option(1.0, "sampling temperature during training", ge=0)
+    top_p: float = option(1.0, "nucleus sampling mass during training", gt=0, le=1)
+    batch_size: int = option(64, "sequences decoded together by the engine", ge=1)
+    engine: str = option("hf", "rollout engine, a name in rlvr.engines.registry.ENGINES: hf (in-process HF model, "
+                               "the CPU default) or vllm (needs the gpu extra)")
+    engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
+                                                 "entry)", default_factory=dict)
+    dtype: Literal["auto", "float32", "bfloat16"] = option(
+        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
+    ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
+    sleep_while_learning: bool = option(
+        False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
+               "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
+               "for vLLM see rollout.engine_params.sleep")
+
+    moved = {f"vllm_{k}": f"rollout.engine_params.{k} (with rollout.engine=vllm)"
+             for k in ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len", "sleep")}
+
+
+class GuidanceConfig(ConfigModel):
+    """Guidance for groups whose samples all fail (rlvr.rollout.guidance), from the problem's reference solution."""
+
+    hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
+                                "the start of the answer (not trained on) until a sample succeeds")
+    hint_fractions: list[float] = option(None, "hint levels: shares of the solution's tokens revealed, increasing, "
+                                               "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75],
+                                       min_length=1)
+    demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
+                                         "solution as an off-policy completion (shaped, unclipped loss)")
+    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
+
+    @field_validator("hint_fractions")
+    @classmethod
+    def _increasing_shares(cls, f: list[float]) -> list[float]:
+        if not f or not all(0 < x < 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
+            raise ValueError(f"guidance.hint_fractions: must be a non-empty, strictly increasing list of shares in "
+                             f"(0, 1), got {f}")
+        return f
+

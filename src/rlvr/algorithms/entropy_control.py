@@ -178,6 +178,18 @@ def _selection(token_select: Tensor | None, like: Tensor, make: Callable[[], Ten
     return token_select.to(device=like.device, dtype=torch.bool)
 
 
+def _loss_inputs(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor,
+                 scope: str) -> tuple[Tensor, Tensor, Tensor]:
+    """Checked inputs of the covariance losses: the valid-token mask, per-token advantages and the masked
+    log-ratio ``logp - old_logp`` (old log-probs detached, 0 off the mask)."""
+    _check_policy_inputs(logp, old_logp, mask)
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    valid = mask.bool()
+    adv = _per_token_advantages(advantages, logp)
+    return valid, adv, torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+
+
 def clip_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ratio: float = 2e-4,
                   cov_low: float = 1.0, cov_high: float = 5.0, scope: str = "batch", clip_low: float = 0.2,
                   clip_high: float = 0.2, agg: str = "token_mean", max_len: int | None = None,
@@ -201,12 +213,7 @@ def clip_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tens
         ``(loss, metrics)``: PPO's clip fractions, ``ratio_mean``, ``approx_kl`` and ``cov_frac`` (share of the
         counted tokens detached).
     """
-    _check_policy_inputs(logp, old_logp, mask)
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-    valid = mask.bool()
-    adv = _per_token_advantages(advantages, logp)
-    log_ratio = torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+    valid, adv, log_ratio = _loss_inputs(logp, old_logp, advantages, mask, scope)
     selected = _selection(token_select, logp, lambda: clip_cov_selection(
         token_covariance(logp, advantages, mask), mask, ratio=ratio, cov_low=cov_low, cov_high=cov_high,
         generator=generator)) & valid
@@ -241,12 +248,7 @@ def kl_cov_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
         ``(loss, metrics)``: clip fractions (0 without ``clip``), ``ratio_mean``, ``approx_kl``, ``cov_frac``
         (share of the counted tokens penalised) and ``kl_cov_abs`` (mean ``|logp - old_logp|`` of those).
     """
-    _check_policy_inputs(logp, old_logp, mask)
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-    valid = mask.bool()
-    adv = _per_token_advantages(advantages, logp)
-    log_ratio = torch.where(valid, logp - old_logp.detach(), torch.zeros_like(logp))
+    valid, adv, log_ratio = _loss_inputs(logp, old_logp, advantages, mask, scope)
     selected = _selection(token_select, logp, lambda: kl_cov_selection(
         token_covariance(logp, advantages, mask), mask, ratio=ratio)) & valid
     objective = _ppo_objective(log_ratio, adv, clip_low, clip_high) if clip else torch.exp(log_ratio) * adv

@@ -146,6 +146,18 @@ def outside_report(cases: list[dict]) -> None:
     print()
 
 
+def print_rate_table(rows, cases) -> None:
+    """One line per ``(name, predictions)``: FN and FP rates with their counts by category (a name in
+    parentheses is a reference row, printed inline)."""
+    print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
+    for name, pred in rows:
+        fnr, fpr, fn, fp = rates(pred, cases)
+        if name.startswith("("):
+            print(f"{name}: FN {fnr:.1%}  FP {fpr:.1%}  FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+            continue
+        print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+
+
 def labelled_report(title: str, cases: list[dict]) -> None:
     """FN / FP rates by category for rlvr and math-verify on one labelled set."""
     print(title)
@@ -154,13 +166,7 @@ def labelled_report(title: str, cases: list[dict]) -> None:
           f"{len({c['category'] for c in cases})} categories\n")
     rows = (("math-verify", run_math_verify(cases)[0]), ("rlvr math", run_rlvr(cases, workers=1)[0]),
             ("(math-verify with $gold$, for reference)", run_math_verify(cases, wrap_gold=True)[0]))
-    print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
-    for name, pred in rows:
-        fnr, fpr, fn, fp = rates(pred, cases)
-        if name.startswith("("):
-            print(f"{name}: FN {fnr:.1%}  FP {fpr:.1%}  FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
-            continue
-        print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+    print_rate_table(rows, cases)
     wrong = [(c["category"], c["gold"][:30], c["completion"][-60:]) for p, c in zip(rows[1][1], cases) if p != c["label"]]
     for cat, gold, comp in wrong:
         print(f"  rlvr wrong: {cat:<16} gold {gold!r:<32} ...{comp!r}")
@@ -220,14 +226,8 @@ def main() -> None:
     mv_pred, _ = run_math_verify(cases)
     mv_wrapped, _ = run_math_verify(cases, wrap_gold=True)
     rl_pred, _ = run_rlvr(cases, workers=1)  # also warms rlvr's sandbox worker
-    print(f"{'verifier':<14}{'FN rate':>9}{'FP rate':>9}   false negatives / false positives by category")
     rows = (("math-verify", mv_pred), ("rlvr math", rl_pred), ("(math-verify with $gold$, for reference)", mv_wrapped))
-    for name, pred in rows:
-        fnr, fpr, fn, fp = rates(pred, cases)
-        if name.startswith("("):
-            print(f"{name}: FN {fnr:.1%}  FP {fpr:.1%}  FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
-            continue
-        print(f"{name:<14}{fnr:>9.1%}{fpr:>9.1%}   FN {dict(fn.most_common())}  FP {dict(fp.most_common())}")
+    print_rate_table(rows, cases)
 
     if args.no_speed:
         if not args.no_refs:

@@ -76,6 +76,15 @@ Usage::
 
     python benchmarks/race_vs_trl.py [--budget-min 30] [--checkpoints 10] [--threads 0] [--out runs/race_vs_trl]
     python benchmarks/race_vs_trl.py --smoke   # 0.5 min each, 2 checkpoints, 16 held-out problems
+    python benchmarks/race_vs_trl.py --seed 1 --out runs/race/seed-1 [--train-only]   # another seed (both)
+    python benchmarks/race_vs_trl.py --summarize runs/race/seed-*    # the distribution over seeds
+
+Seeds: ``--seed S`` sets ``train.seed`` of both frameworks (rlvr's sampler and data order, TRL's ``seed`` and
+``data_seed``); the held-out problems and the evaluation's seed do not move.  ``--train-only`` stops after
+both have trained (the timed part: run it alone), and the same command without it evaluates the stored
+checkpoints (untimed: it may share the machine).  ``--summarize`` reads the ``results.json`` of several
+races and prints, per evaluation key, each seed's time to TRL's final accuracy and the ratio, and their
+median, minimum and maximum over seeds.
 
 Resumable: a framework whose ``train.json`` exists is not trained again, a checkpoint evaluated on as
 many problems is not evaluated again (delete ``--out`` to start over); a checkpoint's weights (bf16,
@@ -237,6 +246,53 @@ def format_summary(summary: dict) -> list[str]:
     return lines
 
 
+def seeds_summary(results: list[dict], keys=EVAL_KEYS) -> dict:
+    """The distribution over races (one ``results.json`` each, e.g. one per ``--seed``): per eval key, each race's
+    TRL final accuracy, the training seconds each framework first reached it (None: never) and their ratio, rlvr's
+    accuracy at the end of its budget, and over the races the median, minimum and maximum of those numbers (over
+    the races where they exist) with the count of races in which rlvr never reached TRL's final accuracy."""
+    import statistics
+
+    out = {}
+    for key in keys:
+        rows = []
+        for res in results:
+            s = res["summary"][key]
+            rlvr_last = max(res["points"]["rlvr"], key=lambda p: p["train_s"])
+            rows.append({"seed": res["args"].get("seed", 0), "trl_final_accuracy": s["trl_final_accuracy"],
+                         "trl_s": (s["trl_reach"] or {}).get("train_s"), "rlvr_s": (s["rlvr_reach"] or {}).get("train_s"),
+                         "ratio": s["ratio_rlvr_over_trl"], "rlvr_final_accuracy": accuracy(rlvr_last, key)})
+        stats = {}
+        for f in ("trl_final_accuracy", "rlvr_final_accuracy", "trl_s", "rlvr_s", "ratio"):
+            vals = [r[f] for r in rows if r[f] is not None]
+            stats[f] = ({"n": len(vals), "median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+                        if vals else {"n": 0})
+        out[key] = {"races": rows, "stats": stats, "rlvr_never": sum(r["rlvr_s"] is None for r in rows),
+                    "target_met": sum(r["ratio"] is not None and r["ratio"] <= TARGET_RATIO for r in rows)}
+    return out
+
+
+def format_seeds_summary(summary: dict) -> list[str]:
+    lines = []
+    for key, s in summary.items():
+        lines.append(f"{key}:")
+        lines.append(f"  {'seed':>4} {'TRL final':>9} {'TRL s':>7} {'rlvr s':>7} {'rlvr/TRL':>8} {'rlvr final':>10}")
+        for r in sorted(s["races"], key=lambda r: r["seed"]):
+            cell = (lambda v, f: "never" if v is None else format(v, f))
+            lines.append(f"  {r['seed']:>4} {r['trl_final_accuracy']:>9.1%} {cell(r['trl_s'], '.0f'):>7} "
+                         f"{cell(r['rlvr_s'], '.0f'):>7} {cell(r['ratio'], '.2f'):>8} {r['rlvr_final_accuracy']:>10.1%}")
+        st = s["stats"]
+        for f, label, fmt in (("ratio", "rlvr / TRL time", ".2f"), ("rlvr_s", "rlvr seconds", ".0f"),
+                              ("trl_s", "TRL seconds", ".0f"), ("trl_final_accuracy", "TRL final accuracy", ".1%"),
+                              ("rlvr_final_accuracy", "rlvr final accuracy", ".1%")):
+            v = st[f]
+            lines.append(f"  {label}: " + (f"median {v['median']:{fmt}}, min {v['min']:{fmt}}, max {v['max']:{fmt}} "
+                                            f"over {v['n']}" if v["n"] else "none"))
+        lines.append(f"  rlvr never reached TRL's final accuracy in {s['rlvr_never']} of {len(s['races'])}; "
+                     f"the 1/3 target met in {s['target_met']} of {len(s['races'])}")
+    return lines
+
+
 # rlvr's learner speed options: packed micro-batches, each group's prompt packed once (Prefix Grouper),
 # the LM head in chunks. The algorithm, the optimizer (fp32 AdamW, as TRL) and the sampler are unchanged.
 RLVR_SPEED = ["train.micro_batch_tokens=1024", "train.share_prompts=true", "train.logprob_chunk_size=128"]
@@ -252,7 +308,8 @@ def demo_config(out: Path, args, extra: list[str] = ()):
     return load_config(RunConfig, DEMO_CONFIG, [
         *MEMORY_OPTIONS_OFF,  # the fp32-AdamW learner the race was recorded with (see _demo.py)
         f"train.output_dir={out}", "train.steps=1000000", "train.save_every=0", "train.progress=false",
-        f"train.threads={args.threads}", "eval.before_training=false", "eval.after_training=false",
+        f"train.threads={args.threads}", f"train.seed={args.seed}", "eval.before_training=false",
+        "eval.after_training=false",
         f"eval.num_problems={args.eval_problems}", "model.device=cpu", *extra])
 
 
@@ -306,7 +363,7 @@ class Timeline:
         return stop
 
     def write(self, info: dict) -> dict:
-        data = {"framework": self.fw, "budget_s": self.clock.budget_s, "checkpoint_marks_s": self.clock.marks,
+        data = {"framework": self.fw, "seed": self.cfg.train.seed, "budget_s": self.clock.budget_s, "checkpoint_marks_s": self.clock.marks,
                 "setup_s": self.setup_s, "train_s": self.last_s, "steps": self.steps, "points": self.points,
                 "split": time_split(self.steps, SPLIT_KEYS[self.fw]), **info}
         (self.out / "train.json").write_text(json.dumps(data, indent=2))
@@ -534,10 +591,20 @@ def main() -> None:
     ap.add_argument("--keep-weights", action="store_true",
                     help="keep the checkpoints' weights (--out/FRAMEWORK/weights) after they are evaluated")
     ap.add_argument("--smoke", action="store_true", help="end-to-end check: 0.5 min each, 2 checkpoints, 16 problems")
+    ap.add_argument("--seed", type=int, default=0, help="train.seed of both frameworks (default 0)")
+    ap.add_argument("--train-only", action="store_true",
+                    help="stop after training (the timed part); the same command without it evaluates")
+    ap.add_argument("--summarize", nargs="+", type=Path, metavar="DIR",
+                    help="print the distribution over the races in these --out directories (their results.json)")
     ap.add_argument("--rlvr-set", nargs="*", default=RLVR_SPEED,
                     help="rlvr-only config overrides (learner options that change neither the algorithm nor the "
                          "optimizer; default: %(default)s; none: the race as recorded before 2026-11-24 evening)")
     args = ap.parse_args()
+    if args.summarize:
+        results = [json.loads((d / "results.json").read_text()) for d in args.summarize]
+        summary = seeds_summary(results)
+        print("\n".join(format_seeds_summary(summary)))
+        return
     if args.smoke:
         args.budget_min, args.checkpoints, args.eval_problems = 0.5, 2, 16
     out = args.out or ROOT / "runs" / ("race_vs_trl_smoke" if args.smoke else "race_vs_trl")
@@ -561,6 +628,8 @@ def main() -> None:
             if data["budget_s"] != args.budget_min * 60:
                 raise SystemExit(f"{d} was trained for {data['budget_s']} s, not {args.budget_min * 60} s: "
                                  "use another --out")
+            if data.get("seed", 0) != args.seed:
+                raise SystemExit(f"{d} was trained with --seed {data.get('seed', 0)}, not {args.seed}: use another --out")
             if fw == "rlvr" and data.get("rlvr_set", []) != list(args.rlvr_set):
                 raise SystemExit(f"{d} was trained with --rlvr-set {data.get('rlvr_set', [])}, not {args.rlvr_set}: "
                                  "use another --out")
@@ -570,10 +639,13 @@ def main() -> None:
         if (d / "weights").exists():
             shutil.rmtree(d / "weights")
         d.mkdir(parents=True, exist_ok=True)
-        torch.manual_seed(0)
+        torch.manual_seed(args.seed)
         cfg = demo_config(d / "run", args, args.rlvr_set if fw == "rlvr" else [])
         print(f"[{fw}] training for {args.budget_min:g} min ...", flush=True)
         trained[fw] = (train_trl if fw == "trl" else train_rlvr)(cfg, problems, verifier, d, args)
+    if args.train_only:
+        print(f"trained; evaluate with the same command without --train-only ({out})")
+        return
     print("evaluating checkpoints ...", flush=True)
     points = evaluate_all(base, problems, verifier, out, trained, keep_weights=args.keep_weights)
     summary = race_summary(points["trl"], points["rlvr"])

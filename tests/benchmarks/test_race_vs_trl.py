@@ -120,3 +120,29 @@ def test_reward_function_is_the_verifier(race):
     completions = [[{"role": "assistant", "content": "23 + 19 = \\boxed{42}"}],
                    [{"role": "assistant", "content": "\\boxed{41}"}], "the answer is \\boxed{42}"]
     assert reward(completions=completions, answer=["42", "42", "42"], prompts=None) == [1.0, 0.0, 1.0]
+
+
+def test_seeds_summary_over_races(race):
+    def result(seed, trl, rlvr):
+        return {"args": {"seed": seed}, "summary": race.race_summary(trl, rlvr),
+                "points": {"trl": trl, "rlvr": rlvr}}
+
+    trl = [point("initial", 0, 0.2, 0.1), point("t1", 600, 0.5, 0.3), point("t2", 1200, 0.6, 0.5)]
+    races = [result(0, trl, [point("initial", 0, 0.2, 0.1), point("r1", 300, 0.6, 0.5), point("r2", 1200, 0.7, 0.6)]),
+             result(1, trl, [point("initial", 0, 0.2, 0.1), point("r1", 600, 0.65, 0.4), point("r2", 1200, 0.5, 0.3)]),
+             result(2, trl, [point("initial", 0, 0.2, 0.1), point("r1", 1200, 0.55, 0.45)])]
+    s = race.seeds_summary(races)
+    g = s["greedy"]
+    assert [r["rlvr_s"] for r in g["races"]] == [300, 600, None]
+    assert [r["ratio"] for r in g["races"]] == [pytest.approx(0.25), pytest.approx(0.5), None]
+    assert [r["rlvr_final_accuracy"] for r in g["races"]] == [0.7, 0.5, 0.55]
+    assert g["stats"]["ratio"] == {"n": 2, "median": pytest.approx(0.375), "min": pytest.approx(0.25),
+                                   "max": pytest.approx(0.5)}
+    assert g["stats"]["rlvr_final_accuracy"]["median"] == 0.55
+    assert g["rlvr_never"] == 1 and g["target_met"] == 1
+    t = s["T=1.0"]  # TRL's final 0.5: rlvr reaches it at 300 s in race 0 only
+    assert [r["rlvr_s"] for r in t["races"]] == [300, None, None] and t["rlvr_never"] == 2
+    lines = race.format_seeds_summary(s)
+    assert lines[0] == "greedy:" and "never" in lines[4]
+    assert any("median 0.38, min 0.25, max 0.50 over 2" in ln for ln in lines)
+    assert any("never reached TRL's final accuracy in 1 of 3" in ln for ln in lines)

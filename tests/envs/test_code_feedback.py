@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 import pytest
@@ -126,10 +127,14 @@ def test_bad_params_are_refused_at_load():
     from rlvr.recipes.config import RunConfig
 
     for override, key in (("env.params={attempts: 0}", "attempts"), ("env.params={discount: 2}", "discount"),
-                          ("env.params={atempts: 2}", "env.params.atempts")):
+                          ("env.params={atempts: 2}", "env.params.atempts"),
+                          # 4 attempts show 3 hidden cases; the task's hidden tests are decisive for 2 by default
+                          ("env.params={attempts: 4}", "task.params.reveal_safe=2")):
         with pytest.raises(ValueError, match=key):
             load_config(RunConfig, None, ["env.name=code_feedback", "task.name=code_functions",
                                           "reward.verifier=code_humaneval", override])
+    load_config(RunConfig, None, ["env.name=code_feedback", "task.name=code_functions", "reward.verifier=code_humaneval",
+                                  "env.params={attempts: 4}", "task.params={reveal_safe: 3}"])  # covered: accepted
 
 
 def test_code_task_trains_with_execution_feedback(tmp_path, tiny_tokenizer):
@@ -155,3 +160,58 @@ def test_code_task_trains_with_execution_feedback(tmp_path, tiny_tokenizer):
         assert sum(r[k] for k in kinds) == pytest.approx(1.0)
         assert "hack/flags" in r
     assert len(summary["eval_after"]["greedy"]["episodes"]["accuracy_by_turn"]) == 2
+
+
+class TableEngine:
+    """The hard-coding adversary as a policy: each turn writes a function that returns the visible examples'
+    outputs for their inputs, every hidden case the feedback has shown so far (read back from the trajectory's
+    tokens) for its input, and ``default`` otherwise."""
+
+    _SHOWN = re.compile(r"failed a test: \w+\((.*)\) returned .*?, expected (.*)\.\n")
+
+    def __init__(self, tokenizer, default: str):
+        self.tokenizer, self.default = tokenizer, default
+        self.eos_ids = {tokenizer.eos_token_id}
+
+    def generate(self, problems, params, prefixes=None, **kw):
+        out = []
+        for i, p in enumerate(problems):
+            table = [(repr(x), repr(y)) for x, y in p.metadata["examples"]]
+            if prefixes is not None:
+                table += self._SHOWN.findall(self.tokenizer.decode(prefixes[i]))
+            lines = [f"def {p.metadata['entry_point']}(x):"]
+            lines += [f"    if x == {x}:\n        return {y}" for x, y in table]
+            text = "```python\n" + "\n".join(lines + [f"    return {self.default}"]) + "\n```"
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            out.append([Sample(p.id, [1, 2], ids, [-0.5] * len(ids), text, "stop", group_index=g)
+                        for g in range(params.n)])
+        return out
+
+
+def _table_rewards(reveal_safe: int, problems: int = 24):
+    from rlvr.tasks.code_functions import code_function_problems
+
+    _, held = code_function_problems(steps=2, num_train=0, num_heldout=problems, seed=7, reveal_safe=reveal_safe)
+    tok = make_tokenizer()
+    rewards, turns = [], []
+    for default in ("0", "None", "x"):
+        groups = run_episodes(TableEngine(tok, default), _env(attempts=3, workers=2), held,
+                              SamplingParams(n=1, max_new_tokens=400))
+        rewards += [s.reward for g in groups for s in g]
+        turns += [s.info["turns"] for g in groups for s in g]
+    return rewards, turns
+
+
+def test_hardcoding_what_the_feedback_shows_earns_nothing():
+    """Through the environment and the sandbox: the adversary gets three attempts and the failing hidden case
+    after each, and earns nothing on problems generated with the default reveal_safe (2 = attempts - 1)."""
+    rewards, turns = _table_rewards(reveal_safe=2)
+    assert rewards and all(r == 0.0 for r in rewards)
+    assert all(t == 3 for t in turns)  # it really got all three attempts, two of them with feedback
+
+
+def test_the_table_adversary_passes_when_hidden_tests_are_not_reveal_safe():
+    """The adversary is real: on problems whose hidden tests only need to beat a constant without shown cases
+    (reveal_safe 0), some of its episodes pass at a later attempt."""
+    rewards, _ = _table_rewards(reveal_safe=0, problems=24)
+    assert any(r > 0 for r in rewards)

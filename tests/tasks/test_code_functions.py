@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 
 import pytest
@@ -15,8 +16,12 @@ from rlvr.verifiers import get_verifier
 
 
 def _hidden_cases(problem):
-    test = json.loads(problem.answer)["test"]
-    tree = ast.parse(test)
+    return _cases_of(problem.answer)
+
+
+@functools.lru_cache(maxsize=None)
+def _cases_of(answer: str):
+    tree = ast.parse(json.loads(answer)["test"])
     node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CASES")
     return ast.literal_eval(node.value)
 
@@ -77,7 +82,10 @@ def test_problems_are_what_they_say():
         assert len(outs) > 1 and any(x != y for x, y in hidden)  # no constant or identity passes them
 
 
-def _hardcoded_passes(problem, default) -> bool:
+def _hardcoded_passes(problem, default, attempts: int = 1) -> bool:
+    """The hard-coding adversary against the check as execution feedback runs it: a table of the visible
+    examples, ``default`` elsewhere; after each failed attempt the first failing hidden case (what the feedback
+    shows: the call and the expected output) joins the table.  True when some attempt passes every hidden case."""
     table = {json.dumps(x): y for x, y in problem.metadata["examples"]}
 
     def f(x):
@@ -86,7 +94,18 @@ def _hardcoded_passes(problem, default) -> bool:
             return table[key]
         return default(x)
 
-    return all(type(f(x)) is type(y) and f(x) == y for x, y in _hidden_cases(problem))
+    for _ in range(attempts):
+        failing = next(((x, y) for x, y in _hidden_cases(problem) if not (type(f(x)) is type(y) and f(x) == y)), None)
+        if failing is None:
+            return True
+        table[json.dumps(failing[0])] = failing[1]
+    return False
+
+
+def _defaults(problem):
+    """Constant outputs (None, 0, '', [], every output the problem shows or hides) and the identity."""
+    outputs = [y for _, y in problem.metadata["examples"]] + [y for _, y in _hidden_cases(problem)]
+    return [lambda x: None, lambda x: 0, lambda x: "", lambda x: [], lambda x: x] + [lambda x, y=y: y for y in outputs]
 
 
 @pytest.mark.parametrize("steps", [1, 2, 3, 4])
@@ -95,10 +114,28 @@ def test_hardcoding_the_visible_examples_never_passes_the_hidden_tests(steps):
     input itself, fails at least one hidden test."""
     train, held = code_function_problems(steps=steps, min_steps=steps, num_train=300, num_heldout=100, seed=steps)
     for p in train + held:
-        outputs = [y for _, y in p.metadata["examples"]] + [y for _, y in _hidden_cases(p)]
-        defaults = [lambda x: None, lambda x: 0, lambda x: "", lambda x: [], lambda x: x]
-        defaults += [lambda x, y=y: y for y in outputs[:3]]  # a visible output as the default, too
-        assert not any(_hardcoded_passes(p, d) for d in defaults), p.prompt
+        assert not any(_hardcoded_passes(p, d) for d in _defaults(p)), p.prompt
+
+
+@pytest.mark.parametrize("reveal_safe", [0, 2, 4])
+def test_hardcoding_the_cases_feedback_reveals_never_passes(reveal_safe):
+    """Property over generated problems: with execution feedback showing one failing hidden case per failed
+    attempt, the table of the visible and the shown cases plus any constant or the identity never passes within
+    reveal_safe + 1 attempts.  (The default num_tests 6 with reveal_safe 4 leaves no room for a constant: it is
+    the strictest setting the generator accepts.)"""
+    train, held = code_function_problems(steps=2, min_steps=1, num_train=500, num_heldout=100, seed=3,
+                                         reveal_safe=reveal_safe)
+    for p in train + held:
+        assert not any(_hardcoded_passes(p, d, attempts=reveal_safe + 1) for d in _defaults(p)), p.prompt
+
+
+def test_the_feedback_adversary_passes_weaker_hidden_tests():
+    """The adversary is real: with hidden tests decisive for no shown case (reveal_safe 0), three attempts pass a
+    share of the problems (those whose hidden outputs are mostly one constant)."""
+    train, held = code_function_problems(steps=2, min_steps=1, num_train=500, num_heldout=100, seed=3,
+                                         reveal_safe=0)
+    passed = sum(any(_hardcoded_passes(p, d, attempts=3) for d in _defaults(p)) for p in train + held)
+    assert passed > 0.05 * len(train + held)
 
 
 def test_hardcoded_completion_earns_nothing_and_the_solution_passes():
@@ -140,6 +177,8 @@ def test_every_primitive_appears_and_its_code_matches_its_function():
     ("task.params={heldout_share: 1.5}", "task.params.heldout_share"),
     ("task.params={stpes: 2}", "task.params.stpes"),
     ("task.params={steps: 2, min_steps: 3}", "min_steps (3) must be <= steps (2)"),
+    ("task.params={reveal_safe: -1}", "task.params.reveal_safe"),
+    ("task.params={num_tests: 4, reveal_safe: 4}", "reveal_safe (4) must be < num_tests (4)"),
     ("curriculum.levels=[{steps: 1}, {steps: 7}]", "curriculum.levels[1]"),
 ])
 def test_bad_spec_is_refused_at_load_naming_the_key(override, key):

@@ -96,9 +96,18 @@ class CodeFeedbackEnvironment(Environment):
         return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=f"incomplete: {reason}"))
 
 
-def _check(params: dict, **_) -> None:
+def _check(params: dict, *, task_options: dict | None = None, **_) -> None:
+    """``task_options``: the run's task options; a task that declares ``reveal_safe`` (how many hidden tests
+    may be shown before hard-coding them could pass, as ``code_functions`` does) must cover the
+    ``attempts - 1`` failing tests the episodes show."""
     if params.get("attempts", 3) < 1:
         raise ValueError("attempts must be >= 1")
+    safe = (task_options or {}).get("reveal_safe")
+    if safe is not None and params.get("attempts", 3) - 1 > safe:
+        raise ValueError(f"attempts={params.get('attempts', 3)} shows up to {params.get('attempts', 3) - 1} failing "
+                         f"hidden tests, but the task's hidden tests stay decisive for {safe} shown "
+                         f"(task.params.reveal_safe={safe}): a table of the shown cases plus a constant could pass. "
+                         f"Set task.params.reveal_safe >= attempts - 1 or fewer attempts")
     if not 0 <= params.get("discount", 0.5) <= 1:
         raise ValueError("discount must be in [0, 1]")
     if params.get("workers", 0) < 0 or params.get("max_total_tokens", 0) < 0:

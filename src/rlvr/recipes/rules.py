@@ -125,10 +125,17 @@ def task_and_levels(cfg: RunConfig) -> None:
 
 @rule
 def environment(cfg: RunConfig) -> None:
+    """``env.name`` is registered and its options are valid, checked against the task's options (all of them,
+    defaults included: an environment that shows hidden tests reads the task's ``reveal_safe``)."""
     from rlvr.envs import ENVIRONMENTS
 
+    from rlvr.tasks.registry import TASKS, task_options
+
     ENVIRONMENTS.entry(cfg.env.name, key="env.name")
-    ENVIRONMENTS.check(cfg.env.name, cfg.env.params, key="env.params")
+    fields = TASKS.entry(cfg.task.name, key="task.name").params.model_fields
+    options = {**{n: f.get_default(call_default_factory=True) for n, f in fields.items() if not f.is_required()},
+               **task_options(cfg.task)}
+    ENVIRONMENTS.check(cfg.env.name, cfg.env.params, key="env.params", task_options=options)
 
 
 # --------------------------------------------------------------------------- rewards

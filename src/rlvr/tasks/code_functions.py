@@ -31,10 +31,13 @@ What makes it a fair task:
   constants) is held out iff the hash of its canonical text falls in the held-out
   share (:func:`is_heldout_program`), whatever the seed, counts or difficulty, so no
   held-out program is ever trained on, only new inputs of training programs;
-* **hidden tests**: the hidden inputs never include a visible one; their expected
-  outputs are not all equal and not all equal to the input, so a function that
-  returns the visible examples' outputs for the visible inputs and any constant or
-  the input itself otherwise fails (:func:`hardcoded_completion` is that hack);
+* **hidden tests**: the hidden inputs never include a visible one, and for any
+  constant output and for the input itself at least ``reveal_safe + 1`` hidden
+  cases disagree, so a function that returns the visible examples' outputs for the
+  visible inputs and any constant or the input itself otherwise fails
+  (:func:`hardcoded_completion` is that hack) -- even after execution feedback
+  (``env.name=code_feedback``) has shown it ``reveal_safe`` failing hidden cases to
+  add to its table, one per failed attempt;
 * **determinism**: the problems are a function of the options alone (string-seeded
   :class:`random.Random` streams, one per split), the held-out problems do not move
   when ``num_train`` changes.
@@ -48,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -239,6 +243,10 @@ class CodeFunctionsParams(BaseModel):
     max_int: int = Field(20, ge=5, le=1000, description="largest input integer and list element (difficulty)")
     num_examples: int = Field(2, ge=1, le=5, description="visible examples in the prompt")
     num_tests: int = Field(6, ge=2, le=20, description="hidden test cases in the check")
+    reveal_safe: int = Field(2, ge=0, le=19, description="hidden tests stay decisive after this many of them are "
+                                                         "shown (execution feedback shows one per failed attempt): "
+                                                         "for any constant output and the identity, at least "
+                                                         "reveal_safe + 1 hidden cases disagree")
     heldout_share: float = Field(0.2, gt=0.0, lt=1.0, description="share of the program space held out")
     num_train: int = Field(2000, ge=0, description="training problems")
     num_heldout: int = Field(256, ge=0, description="held-out problems")
@@ -253,6 +261,9 @@ def check_params(params: dict[str, Any], *, num_heldout: int | None = None, **_:
         raise ValueError("num_train + num_heldout must be >= 1")
     if p.min_steps > p.steps:
         raise ValueError(f"min_steps ({p.min_steps}) must be <= steps ({p.steps})")
+    if p.reveal_safe >= p.num_tests:
+        raise ValueError(f"reveal_safe ({p.reveal_safe}) must be < num_tests ({p.num_tests}): at least one hidden "
+                         "case has to stay unseen")
 
 
 def is_heldout_program(program: Program | str, share: float = 0.2) -> bool:
@@ -318,10 +329,13 @@ def _cases(program: Program, rng: random.Random, n: int, max_len: int, max_int: 
     return out if len(out) == n else None
 
 
-def _informative(cases: list[tuple[Any, Any]]) -> bool:
-    """Outputs that are not all equal, and not all equal to their input."""
-    outs = [json.dumps(y) for _, y in cases]
-    return len(set(outs)) > 1 and any(x != y for x, y in cases)
+def _informative(cases: list[tuple[Any, Any]], reveal_safe: int = 0) -> bool:
+    """More than ``reveal_safe`` cases disagree with any one constant output (the most common output appears
+    at most ``len(cases) - reveal_safe - 1`` times), and more than ``reveal_safe`` with the identity: a table
+    of ``reveal_safe`` revealed cases plus a constant or the input itself still fails one."""
+    need = reveal_safe + 1
+    common = Counter(json.dumps(y) for _, y in cases).most_common(1)[0][1] if cases else 0
+    return len(cases) - common >= need and sum(x != y for x, y in cases) >= need
 
 
 def _call(name: str, x: Any) -> str:
@@ -373,7 +387,7 @@ def _split(rng: random.Random, p: CodeFunctionsParams, count: int, heldout: bool
         if visible is None:
             continue
         hidden = _cases(program, rng, p.num_tests, p.max_len, p.max_int, avoid=[x for x, _ in visible])
-        if hidden is None or not _informative(hidden):
+        if hidden is None or not _informative(hidden, p.reveal_safe):
             continue
         used.add(program.key)
         out.append(_problem(program, visible, hidden, split, len(out)))
@@ -385,7 +399,7 @@ def code_function_problems(**options: Any) -> tuple[list[Problem], list[Problem]
     p = CodeFunctionsParams(**options)
     check_params(p.model_dump())
     base = (f"code_functions:{p.seed}:{p.min_steps}:{p.steps}:{p.max_len}:{p.max_int}:{p.num_examples}:"
-            f"{p.num_tests}")
+            f"{p.num_tests}")  # reveal_safe only rejects drawn programs: the streams stay those of the other options
     held = _split(random.Random(base + ":heldout"), p, p.num_heldout, True, "heldout")
     train = _split(random.Random(base + ":train"), p, p.num_train, False, "train")
     return train, held

@@ -7,16 +7,14 @@ Three runs of ``tiny_run_config``: the plain default (padded micro-batches), the
 checkpointing, bf16 AdamW moments, a bf16 sampler freed while learning), and two PPO epochs with a KL loss
 term (one mini-batch: the weights change only between epochs).  Timing and memory fields are left out.
 
-The numbers depend on the platform's floating point (BLAS kernels, torch version); they were recorded on
-x86-64 CPU with the torch version stored in the fixture.  To re-record after a change that is *meant* to
-move them, or on a new platform from a commit known to compute the same, run
-``PYTHONPATH=src python tests/learner/test_default_path_unchanged.py``.
+The numbers depend on the platform's floating point (BLAS kernels, torch version): the fixture holds one
+recording per platform (``tests/recorded.py``), compared exactly on its own platform and within float rounding
+elsewhere.  To re-record after a change that is *meant* to move them, or to add a platform from a commit known
+to compute the same, run ``PYTHONPATH=src python tests/learner/test_default_path_unchanged.py``.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from conftest import make_model, make_tokenizer, tiny_run_config  # noqa: E402
+from recorded import assert_matches, record  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "default_path_metrics.json"
 RUNS = {
@@ -61,33 +60,18 @@ def run_rows(name: str, out: Path) -> list[dict]:
             for r in read_metrics(out / "metrics.jsonl")]
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    return a == b
-
-
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_default_learner_path_matches_the_recorded_rows(tmp_path, name):
-    recorded = json.loads(FIXTURE.read_text())["runs"][name]
     rows = run_rows(name, tmp_path)
-    assert len(rows) == len(recorded) and any(r["learner_seqs"] > 0 for r in rows)
-    for step, (now, then) in enumerate(zip(rows, recorded)):
-        assert set(now) == set(then), (step, set(now) ^ set(then))
-        diff = {k: (now[k], then[k]) for k in now if not _same(now[k], then[k])}
-        assert not diff, f"{name} step {step + 1}: {diff}"
+    assert any(r["learner_seqs"] > 0 for r in rows)
+    assert_matches(rows, FIXTURE, name)
 
 
-if __name__ == "__main__":  # re-record the fixture (see the module docstring)
-    import platform
+if __name__ == "__main__":  # record this platform's rows (see the module docstring)
     import tempfile
-
-    import torch
 
     runs = {}
     for name in sorted(RUNS):
         with tempfile.TemporaryDirectory() as d:
             runs[name] = run_rows(name, Path(d))
-    FIXTURE.write_text(json.dumps({"torch": torch.__version__, "machine": platform.machine(), "runs": runs},
-                                  indent=1) + "\n")
-    print(f"wrote {FIXTURE}")
+    print(f"wrote the recording of {record(FIXTURE, runs)} in {FIXTURE}")

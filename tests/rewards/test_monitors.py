@@ -121,13 +121,21 @@ def test_hardcoded_examples_are_flagged_on_code_verdicts():
     from rlvr.tasks.code_functions import code_function_problems, hardcoded_completion
     from rlvr.verifiers.code import extract_code
 
+    for seed in range(4):  # every generated problem: its table is flagged, its reference solution is not
+        _, many = code_function_problems(steps=2, num_train=0, num_heldout=128, seed=seed)
+        for p in many:
+            assert hardcodes_examples(p.prompt, extract_code(hardcoded_completion(p))), p.prompt
+            assert not hardcodes_examples(p.prompt, extract_code(p.metadata["solution"])), p.prompt
     _, held = code_function_problems(steps=2, num_train=0, num_heldout=16, seed=3)
     prompts = [p.prompt for p in held]
     hacks = [extract_code(hardcoded_completion(p)) for p in held]
     honest = [extract_code(p.metadata["solution"]) for p in held]
-    assert all(hardcodes_examples(p, a) for p, a in zip(prompts, hacks))
-    assert not any(hardcodes_examples(p, a) for p, a in zip(prompts, honest))
     assert not hardcodes_examples("f(5) == 10", "def f(x):\n    return x * 2  # 5 -> 10\n")  # short numbers
+    table = "def f(x):\n    if x == 5:\n        return 10\n    return x + 1\n"
+    assert hardcodes_examples("f(5) == 10", table)  # a short-number table is still a table
+    assert hardcodes_examples("f(5) == 10", "def f(x):\n    return {5: 10, 7: 14}.get(x, 0)\n")  # a lookup
+    assert not hardcodes_examples("f(0) == 1", "def f(n):\n    if n == 0:\n        return 1\n    return n * f(n - 1)\n")
+    assert not hardcodes_examples("f(5) == 10", "def f(x):\n    if x == 50:\n        return 100\n    return 2 * x\n")
     m = HackMonitor()
     reasons = ["wrong answer: AssertionError: f(...) returned None, expected 3"] * 8 + ["passed"] * 8
     out = m.update(reasons, [0.0] * 8 + [1.0] * 8, [40] * 16, prompts=prompts, answers=hacks[:8] + honest[:8])

@@ -261,3 +261,17 @@ def test_cli_compare_two_sweep_directories(tmp_path, capsys):
     (tmp_path / "r.json").write_text(json.dumps({"task": "t", "scores": [1.0, 0.0]}))
     assert main(["compare", str(tmp_path / "base"), str(tmp_path / "r.json")]) == 2
     assert "compare seed sweeps with seed sweeps" in capsys.readouterr().err
+
+
+def test_config_differences_list_a_mapping_by_its_keys():
+    """A field unset on one side and a mapping on the other is reported by the mapping's keys, not also as the
+    mapping itself against None."""
+    from rlvr.evaluate.compare import config_differences
+
+    a = {"algorithm": {"policy_loss": "ppo_clip", "policy_loss_params": None}, "train": {"lr": 1e-5}}
+    b = {"algorithm": {"policy_loss": "clip_cov", "policy_loss_params": {"ratio": 0.02, "cov_low": 1}},
+         "train": {"lr": 1e-5}}
+    assert config_differences(a, b) == {"algorithm.policy_loss": ("ppo_clip", "clip_cov"),
+                                        "algorithm.policy_loss_params.cov_low": (None, 1),
+                                        "algorithm.policy_loss_params.ratio": (None, 0.02)}
+    assert config_differences(a, a) == {}

@@ -512,7 +512,10 @@ def config_differences(a: dict | None, b: dict | None) -> dict[str, tuple]:
     """``{dotted key: (value in a, value in b)}`` for the keys two seed summaries' configs set differently
     (``train.seed``, the output directory, ``train.resume`` and ``train.progress`` ignored)."""
     fa, fb = _flat(a or {}), _flat(b or {})
-    return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb))
+    keys = set(fa) | set(fb)
+    # a field unset (None) on one side and a mapping on the other shows as the mapping's own keys only
+    parents = {k for k in keys if any(o.startswith(k + ".") for o in keys)}
+    return {k: (fa.get(k), fb.get(k)) for k in sorted(keys - parents)
             if k not in _CONFIG_IGNORED and json.dumps(fa.get(k), default=str) != json.dumps(fb.get(k), default=str)}
 
 

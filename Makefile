@@ -18,12 +18,13 @@ OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.rlvr-installed
 OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 
-.PHONY: demo demo-tools demo-code test test-slow test-all test-oldest docs bench clean-venv help
+.PHONY: demo demo-tools demo-code demo-code-feedback test test-slow test-all test-oldest docs bench clean-venv help
 
 help:
 	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, 12-14 min) and report held-out accuracy"
 	@echo "make demo-tools train the same model to use a calculator tool on 3-digit x 2-digit products (CPU, ~30 min)"
 	@echo "make demo-code  train the same model to write small Python functions checked by hidden unit tests (CPU)"
+	@echo "make demo-code-feedback  the same task with execution feedback: a failing test shown, up to 3 attempts (CPU)"
 	@echo "make test       run the default test suite (slow tests excluded)"
 	@echo "make test-slow  run only the slow tests (real bundled model, long runs)"
 	@echo "make test-all   run every test"
@@ -48,6 +49,9 @@ demo-tools: $(STAMP)
 
 demo-code: $(STAMP)
 	$(VENV)/bin/rlvr train configs/code_grpo.yaml $(ARGS)
+
+demo-code-feedback: $(STAMP)
+	$(VENV)/bin/rlvr train configs/code_feedback.yaml $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

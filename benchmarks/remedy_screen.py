@@ -8,7 +8,7 @@ training time per step (sampling and learner); per sweep, the median over seeds 
 the baseline (``rlvr compare``'s two-level bootstrap over seeds and problems, and its exact permutation test
 over seeds); and what each sweep's config changes against the baseline's.
 
-    python benchmarks/remedy_screen.py runs/baseline runs/cosine runs/klcov --seeds 0-2 [--json screen.json]
+    python benchmarks/remedy_screen.py runs/baseline runs/cosine runs/klcov --seeds 0-2 [--json screen.json] [--plot screen.png]
 
 A screen of 3 seeds per arm cannot resolve a difference on its own (the permutation test's smallest p with
 3 + 3 seeds is 0.1); it ranks the arms for a confirmation on more seeds.  Wall times are comparable only
@@ -69,6 +69,7 @@ def screen(roots: list[Path], seeds: list[int] | None, n_resamples: int = 2000) 
                 continue
             curve = [a for _, a in r["curve"]]
             per_seed.append({"seed": r["seed"], "status": "finished", "after": r["after"],
+                             "curve": [[int(st), float(a)] for st, a in r["curve"]],
                              "largest_drop": largest_drop(curve), **run_stats(root / r["dir"])})
         done = [p for p in per_seed if p["status"] == "finished"]
         medians = {k: statistics.median([p["after"][k] for p in done]) for k in keys} if done else {}
@@ -125,6 +126,42 @@ def format_screen(result: dict) -> list[str]:
     return lines
 
 
+def plot_screen(result: dict, path: Path) -> None:
+    """One panel per remedy: each of its seeds' held-out greedy curve (colour) over the baseline's (grey)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = result["arms"]
+    others = arms[1:] or arms
+    cols = min(4, len(others))
+    rows = (len(others) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), sharex=True, sharey=True, squeeze=False)
+    base = [p for p in arms[0]["per_seed"] if p["status"] == "finished"]
+    for ax, arm in zip(axes.flat, others):
+        for p in base:
+            xs, ys = zip(*p["curve"])
+            ax.plot(xs, [y * 100 for y in ys], color="0.7", lw=1)
+        for p in arm["per_seed"]:
+            if p["status"] == "finished":
+                xs, ys = zip(*p["curve"])
+                ax.plot(xs, [y * 100 for y in ys], lw=1.4, marker=".", label=f"seed {p['seed']}")
+        ax.set_title(f"{arm['name']} ({arm['finished']} seeds)", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="lower right")
+    for ax in axes.flat[len(others):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("step")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("held-out greedy %")
+    fig.suptitle(f"held-out greedy accuracy; grey: {arms[0]['name']} (baseline), same seeds", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def parse_seeds(text: str | None) -> list[int] | None:
     if not text:
         return None
@@ -139,11 +176,14 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", help="the seeds to read in every sweep, e.g. 0-2 (default: each sweep's own)")
     ap.add_argument("--resamples", type=int, default=2000, help="bootstrap replicates (default 2000)")
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    ap.add_argument("--plot", type=Path, help="also draw every arm's held-out curves over the baseline's (PNG)")
     args = ap.parse_args(argv)
     result = screen(args.roots, parse_seeds(args.seeds), args.resamples)
     print("\n".join(format_screen(result)))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+    if args.plot:
+        plot_screen(result, args.plot)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ def test_screen_reads_the_sweeps(tmp_path, scr):
     vs = a["vs_baseline"]["greedy"]
     assert vs["diff_mean"] == pytest.approx(0.125)
     assert vs["p_value"] >= 0.1  # 2 + 2 seeds cannot resolve anything
+    assert s0["curve"] == [[0, 0.2], [5, 0.5], [10, 0.4]]
+    png = tmp_path / "screen.png"
+    scr.plot_screen(res, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     lines = scr.format_screen(res)
     assert lines[2] == "| baseline | 0 | 40.0 | 30.0 | 10.0 | 0.75 | 10.0 (4.0 + 5.0) |"
     assert any(ln.startswith("| cosine | 2 | 62.5 | 55.0 | +12.5 [") and "`train.schedule=cosine`" in ln

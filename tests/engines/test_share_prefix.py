@@ -150,3 +150,20 @@ def test_the_share_prefix_option_is_checked_and_reaches_every_engine_builder(tin
     worker = RolloutWorker(EngineSpec(engine="hf", tokenizer=tiny_tokenizer, model_config=model.config,
                                       hf_kwargs=hf_options(cfg.rollout.engine, cfg.rollout.engine_params)))
     assert worker.engine.share_prefix == 16
+
+
+def test_the_cache_mb_option_caps_the_multi_turn_cache_through_every_builder(tiny_tokenizer):
+    """``rollout.engine_params={cache_mb: N}`` reaches the engine as a ``cache_bytes`` of N MiB, from the registry
+    and from ``hf_options`` (the FSDP learner, Ray workers); a negative value fails at config load."""
+    from rlvr.config import ConfigError, load_config
+    from rlvr.engines.registry import build_engine, hf_options
+    from rlvr.recipes.config import RunConfig
+
+    model = make_model(tiny_tokenizer)
+    with pytest.raises(ConfigError, match="rollout.engine_params.cache_mb"):
+        load_config(RunConfig, None, ["rollout.engine_params={cache_mb: -1}"])
+    cfg = load_config(RunConfig, None, ["rollout.engine_params={cache_mb: 256}"])
+    assert hf_options(cfg.rollout.engine, cfg.rollout.engine_params) == {"cache_bytes": 256 << 20}
+    engine = build_engine("hf", model, tiny_tokenizer, cfg.engine_context(), **cfg.rollout.engine_params)
+    assert engine.cache_bytes == 256 << 20 and engine.prefix_cache().max_bytes == 256 << 20
+    assert build_engine("hf", model, tiny_tokenizer, cfg.engine_context()).cache_bytes == 1 << 30  # the default

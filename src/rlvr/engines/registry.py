@@ -72,18 +72,21 @@ def build_engine(name: str, model, tokenizer, ctx: EngineContext, **params: Any)
 
 @ENGINES.register("hf", doc="in-process HF model with a KV cache (the CPU default); a bf16 sampler copy if "
                             "rollout.dtype asks; engine_params {decode: compiled}: static KV cache + CUDA graphs; "
-                            "{share_prefix: 16}: a batch's common prompt prefix prefilled once")
+                            "{share_prefix: 16}: a batch's common prompt prefix prefilled once; {cache_mb: 256}: "
+                            "cap on multi-turn episodes' kept KV cache")
 def hf_engine(model, tokenizer, ctx: EngineContext, *, decode: Literal["dynamic", "static", "compiled"] = "dynamic",
-              share_prefix: NonNegativeInt = 0):
+              share_prefix: NonNegativeInt = 0, cache_mb: NonNegativeInt = 1024):
     """``decode``: dynamic (finished rows leave the batch; the CPU default), static (fixed shapes, a
     transformers StaticCache) or compiled (static, the step through torch.compile: CUDA graphs on a GPU).
     ``share_prefix``: prefill a chunk's common prompt prefix (chat template, system prompt) once when it is at
-    least this many tokens (0: off; changes rounding, not the distribution)."""
+    least this many tokens (0: off; changes rounding, not the distribution).  ``cache_mb``: the most memory, in MiB,
+    that multi-turn episodes' keys and values may keep between turns (rows beyond it are prefilled again at their
+    next turn: less memory, more compute; a bf16 sampler then rounds those rows differently)."""
     from rlvr.engines.hf import HFEngine, sampler_dtype
 
     return HFEngine(model, tokenizer, batch_size=ctx.batch_size, system_prompt=ctx.system_prompt,
                     dtype=sampler_dtype(ctx.dtype), merge_lora=ctx.merge_lora, decode=decode,
-                    share_prefix=share_prefix)
+                    share_prefix=share_prefix, cache_bytes=cache_mb << 20)
 
 
 def hf_options(engine: str, params: dict[str, Any]) -> dict:
@@ -91,7 +94,10 @@ def hf_options(engine: str, params: dict[str, Any]) -> dict:
     the places that build an ``HFEngine`` themselves (the FSDP learner, Ray rollout workers)."""
     if engine != "hf":
         return {}
-    return ENGINES.validate_params("hf", params, key="rollout.engine_params")
+    out = ENGINES.validate_params("hf", params, key="rollout.engine_params")
+    if "cache_mb" in out:
+        out["cache_bytes"] = out.pop("cache_mb") << 20
+    return out
 
 
 @ENGINES.register("vllm", doc="vLLM in this process, co-located with the learner (pip install rlvr[gpu]); "

@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache
 
 from rlvr.engines import HFEngine, SamplingParams, format_prompt
-from rlvr.engines.kv_cache import PreallocatedCache, cache_kwarg
+from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_kwarg, stack_layers
 from rlvr.types import Problem
 
 PROBLEMS = [Problem(id="a", prompt="What is 2 + 3?", answer="5"),
@@ -292,6 +292,53 @@ def test_prefix_cache_cap_and_ended_rows(tiny_model, tiny_tokenizer):
     big.generate(PROBLEMS[:1], params, prefixes=[turn1[0][0].completion_ids], cache=cache)
     assert len(cache.entries) == 1 and next(iter(cache.entries))[: len(turn1[0][0].prompt_ids)] == tuple(
         turn1[0][0].prompt_ids)
+
+
+def test_stack_layers_is_one_allocation_per_row():
+    """A stored row is one block (its own mapping when large), holding exactly the masked positions."""
+    g = torch.Generator().manual_seed(0)
+    layers = [(torch.randn(3, 2, 7, 4, generator=g), torch.randn(3, 2, 7, 4, generator=g)) for _ in range(5)]
+    keep = torch.tensor([0, 0, 1, 1, 0, 1, 1], dtype=torch.bool)
+    kv = stack_layers(layers, 1, keep.nonzero().squeeze(-1))
+    assert len(kv) == 5 and {k.untyped_storage().data_ptr() for pair in kv for k in pair} == {
+        kv[0][0].untyped_storage().data_ptr()}
+    for (k, v), (sk, sv) in zip(layers, kv):
+        assert torch.equal(sk, k[1][:, keep]) and torch.equal(sv, v[1][:, keep])
+    assert PrefixCache._size(kv) == 5 * 2 * 2 * 4 * 4 * 4  # layers x (k, v) x heads x positions x dim x 4 bytes
+
+
+def test_prefix_cache_cap_counts_consumed_entries_until_released():
+    """Consumed entries stay in memory until their chunk is prefilled: the cap covers them too."""
+    row = [(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2))]  # 64 bytes
+    cache = PrefixCache(max_bytes=128)
+    cache.begin_call()
+    assert cache.store([1, 2, 3, 4], row) and cache.store([5, 6, 7, 8], row) and not cache.store([9, 9, 9, 9], row)
+    cache.end_call()
+    cache.begin_call()
+    n, kv = cache.lookup([1, 2, 3, 4, 10])
+    assert n == 4 and kv is row and cache.nbytes == 128
+    assert not cache.store([7, 7, 7, 7], row)  # the consumed row still holds its 64 bytes
+    cache.release()
+    assert cache.nbytes == 64 and cache.store([7, 7, 7, 7], row) and cache.nbytes == 128
+    assert cache.lookup([1, 2, 3, 4, 10]) == (0, None)  # released: a later row with that prefix is fed in full
+
+
+def test_engine_stores_rows_as_single_blocks_and_releases_each_chunk(tiny_model, tiny_tokenizer):
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=2)
+    params = SamplingParams(n=1, max_new_tokens=4, temperature=0.0)
+    cache = engine.prefix_cache()
+    turn1 = engine.generate(PROBLEMS, params, cache=cache)
+    for kv in cache.entries.values():
+        assert len({t.untyped_storage().data_ptr() for pair in kv for t in pair}) == 1
+    stored = cache.nbytes
+    releases = []
+    original = cache.release
+    cache.release = lambda: (releases.append(cache.nbytes), original())[1]
+    engine.generate(PROBLEMS, params, prefixes=[g[0].completion_ids for g in turn1], cache=cache)
+    chunks = -(-len(PROBLEMS) // 2)
+    assert len(releases) == chunks + 1  # after each chunk's prefill, and at the end of the call
+    assert releases[0] == stored  # the first chunk's consumed rows were still counted when it was prefilled
+    assert cache.reused_tokens > 0 and not cache._taken
 
 
 def test_seeds_must_be_one_per_problem(tiny_model, tiny_tokenizer):

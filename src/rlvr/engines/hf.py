@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from rlvr.engines.base import SamplingParams
-from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes, cache_kwarg
+from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes, cache_kwarg, stack_layers
 from rlvr.engines.static_decode import DecoderPool, static_batch, static_capacity
 from rlvr.types import Problem, Sample
 
@@ -359,6 +359,8 @@ class HFEngine:
         if images is not None and any(x is not None for x in images):
             store = None  # cached rows are keyed by token ids, and image placeholders are the same ids for any image
         out, cache, mask, position_ids = self._prefill(prompts, params, store, images)  # fills cache in place
+        if store is not None:  # the stored prefixes this chunk used are in `cache` now: their bytes go back to the cap
+            store.release()
         logits = out.logits[:, -1, :].float()
         if n > 1:  # share the prefill across the group
             cache.batch_repeat_interleave(n)
@@ -476,10 +478,10 @@ class HFEngine:
     @staticmethod
     def _store_rows(store: PrefixCache, cache, mask, active, rows, prompts, n, tokens) -> None:
         """Keep the keys and values of batch rows ``rows`` (the prompt and every sampled token fed so far)."""
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
         for r in rows:
             orig = int(active[r])
-            keep = mask[r].bool()
-            kv = [(layer.keys[r][:, keep].clone(), layer.values[r][:, keep].clone()) for layer in cache.layers]
+            kv = stack_layers(layers, r, mask[r].nonzero().squeeze(-1).to(layers[0][0].device))
             ids = prompts[orig // n] + tokens[orig][:-1]
             if kv[0][0].shape[1] != len(ids):  # never expected: a layout bug must not poison the next turn
                 raise RuntimeError(f"prefix cache: {kv[0][0].shape[1]} cached positions for {len(ids)} tokens")

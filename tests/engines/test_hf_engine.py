@@ -341,6 +341,34 @@ def test_engine_stores_rows_as_single_blocks_and_releases_each_chunk(tiny_model,
     assert cache.reused_tokens > 0 and not cache._taken
 
 
+def test_rows_with_and_without_a_stored_prefix_are_chunked_apart(tiny_model, tiny_tokenizer):
+    """A chunk mixing continued and fresh rows would hold the longest prefix and the longest whole prompt."""
+    engine = HFEngine(tiny_model, tiny_tokenizer, batch_size=2)
+    params = SamplingParams(n=1, max_new_tokens=4, temperature=0.0)
+    cache = engine.prefix_cache()
+    turn1 = engine.generate(PROBLEMS, params, cache=cache)
+    middle = tuple(turn1[1][0].prompt_ids + turn1[1][0].completion_ids[:-1])
+    cache._drop(middle)  # the middle problem's row did not fit: problems 0 and 2 continue, 1 starts afresh
+    found_per_chunk: list[list[int]] = []
+    lookup = cache.lookup
+
+    def recording(ids):
+        n, kv = lookup(ids)
+        found_per_chunk[-1].append(n)
+        return n, kv
+
+    cache.lookup = recording
+    prefill = engine._prefill
+    engine._prefill = lambda *a, **k: (found_per_chunk.append([]), prefill(*a, **k))[1]
+    prefixes = [g[0].completion_ids for g in turn1]
+    out = engine.generate(PROBLEMS, params, prefixes=prefixes, cache=cache)
+    assert [len(f) for f in found_per_chunk] == [2, 1]
+    assert all(found_per_chunk[0]) and not any(found_per_chunk[1])
+    plain = HFEngine(tiny_model, tiny_tokenizer, batch_size=2).generate(PROBLEMS, params, prefixes=prefixes)
+    assert [g[0].completion_ids for g in out] == [g[0].completion_ids for g in plain]  # results in problem order
+    assert [g[0].problem_id for g in out] == [p.id for p in PROBLEMS]
+
+
 def test_seeds_must_be_one_per_problem(tiny_model, tiny_tokenizer):
     engine = HFEngine(tiny_model, tiny_tokenizer)
     with pytest.raises(ValueError, match="holds 2 seeds for 3 problems"):

@@ -250,8 +250,7 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            for start in range(0, len(problems), per_chunk):
-                idx = list(range(start, min(start + per_chunk, len(problems))))
+            for idx in self._chunks(prompts, per_chunk, cache if images is None else None):
                 gens = None if params.seeds is None else \
                     [torch.Generator(device="cpu").manual_seed(int(params.seeds[i])) for i in idx]
                 chunk = [prompts[i] for i in idx]
@@ -273,6 +272,20 @@ class HFEngine:
         return out
 
     # ----------------------------------------------------------------- private
+    @staticmethod
+    def _chunks(prompts: list[list[int]], per_chunk: int, cache: PrefixCache | None) -> list[list[int]]:
+        """Problem indices in chunks of ``per_chunk``; with a ``cache``, the prompts that continue a stored prefix
+        are chunked apart from those that do not (each group in order).  A chunk mixing the two is laid out
+        ``[pad | stored prefix | pad | rest]`` with the longest prefix *and* the longest whole prompt, nearly
+        twice the positions of either: the KV cache of an execution-feedback evaluation chunk grew to ~0.7 GB."""
+        order = list(range(len(prompts)))
+        if cache is not None and cache.entries:
+            stored = [cache.has_prefix(p) for p in prompts]
+            groups = [[i for i in order if stored[i]], [i for i in order if not stored[i]]]
+        else:
+            groups = [order]
+        return [g[s: s + per_chunk] for g in groups for s in range(0, len(g), per_chunk)]
+
     def _to_sample(self, pid, prompt_ids, ids, lps, reason, g, params) -> Sample:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         for s in params.stop:

@@ -168,6 +168,11 @@ class PrefixCache:
             self._born.pop(best, None)
         return len(best), self._taken[best]
 
+    def has_prefix(self, ids: list[int]) -> bool:
+        """Whether :meth:`lookup` would find a stored prefix of ``ids`` now (nothing is consumed)."""
+        lengths = {len(k) for t in (self.entries, self._taken) for k in t if len(k) < len(ids)}
+        return any(tuple(ids[:n]) in self.entries or tuple(ids[:n]) in self._taken for n in lengths)
+
     def release(self) -> None:
         """Forget the entries consumed so far (their keys and values have been copied into a working cache);
         a later row of the same call with the same prefix is then prefilled in full."""

@@ -512,3 +512,32 @@ def test_bf16_sampler_mismatch_is_measured_per_token(tmp_path, tiny_tokenizer):
         assert 0 <= r["sampler_ratio_outside"] <= 1
         if r["logprob_mismatch_max"] < math.log(1.1) * 0.9:
             assert r["sampler_ratio_outside"] == 0
+
+
+def test_eval_batch_size_holds_in_evaluations_only(tmp_path, tiny_tokenizer, monkeypatch):
+    """eval.batch_size is the engine's chunk size in every held-out evaluation; rollouts keep rollout.batch_size."""
+    import rlvr.recipes.rl as rl
+    from rlvr.engines.hf import HFEngine
+
+    seen = {"eval": [], "rollout": []}
+    in_eval = [False]
+    evaluate, generate = rl.evaluate_accuracy, HFEngine.generate
+
+    def evaluating(*a, **k):
+        in_eval[0] = True
+        try:
+            return evaluate(*a, **k)
+        finally:
+            in_eval[0] = False
+
+    def generating(self, *a, **k):
+        seen["eval" if in_eval[0] else "rollout"].append(self.batch_size)
+        return generate(self, *a, **k)
+
+    monkeypatch.setattr(rl, "evaluate_accuracy", evaluating)
+    monkeypatch.setattr(HFEngine, "generate", generating)
+    _run(tiny_tokenizer, tmp_path, "train.steps=2", "eval.every=1", "eval.batch_size=3", "rollout.batch_size=8")
+    assert seen["eval"] and set(seen["eval"]) == {3}  # before, every step, after
+    assert seen["rollout"] and set(seen["rollout"]) == {8}
+    with pytest.raises(Exception, match="eval.batch_size"):
+        _cfg(tmp_path, "eval.batch_size=-1")

@@ -17,6 +17,8 @@ class EvalConfig(ConfigModel):
     extra_temperatures: list[float] = option(None, "also evaluate at these temperatures (n samples each)",
                                              default_factory=list)
     seed: int = option(1234, "sampling seed for evaluation")
+    batch_size: int = option(0, "HF engine: rows decoded together in evaluation (0: rollout.batch_size); fewer "
+                                "rows hold less KV cache at once (long multi-turn episodes)", ge=0)
     every: int = option(0, "also evaluate every N steps during training (greedy-or-eval.temperature, "
                            "logged as heldout_accuracy in metrics.jsonl; 0: off)", ge=0)
 

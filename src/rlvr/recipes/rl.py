@@ -126,6 +126,26 @@ def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, 
     """
     ecfg = cfg.eval
     probs = problems[: ecfg.num_problems]
+    with eval_batch_size(engine, ecfg.batch_size):
+        return _evaluate_heldout(engine, probs, verifier, ecfg, tag, out_dir, env)
+
+
+@contextmanager
+def eval_batch_size(engine, rows: int):
+    """``engine.batch_size`` set to ``rows`` (eval.batch_size) inside the block when it is not 0 and the engine
+    has one (the HF engine); the rollout's batch size again after it."""
+    old = getattr(engine, "batch_size", None)
+    if not rows or old is None:
+        yield
+        return
+    engine.batch_size = rows
+    try:
+        yield
+    finally:
+        engine.batch_size = old
+
+
+def _evaluate_heldout(engine, probs: list[Problem], verifier, ecfg, tag: str, out_dir: Path, env) -> dict:
     results = {"greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}": evaluate_accuracy(
         engine, probs, verifier, n=ecfg.n, temperature=ecfg.temperature,
         max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8, env=env)}
@@ -141,8 +161,10 @@ def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, ste
                   env=None) -> dict:
     """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``."""
     ecfg = cfg.eval
-    r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n, temperature=ecfg.temperature,
-                          max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, env=env)
+    with eval_batch_size(engine, ecfg.batch_size):
+        r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n,
+                              temperature=ecfg.temperature, max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed,
+                              env=env)
     return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
             "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
             "heldout_per_problem": r["per_problem"]}

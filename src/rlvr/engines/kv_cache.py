@@ -154,13 +154,7 @@ class PrefixCache:
 
         The entry is consumed, but stays available to the other rows of the same call
         (the rows of a greedy group are often identical)."""
-        best = None
-        lengths = sorted({len(k) for t in (self.entries, self._taken) for k in t if len(k) < len(ids)}, reverse=True)
-        for n in lengths:  # longest first: one hashed probe per stored length, not a comparison per entry
-            key = tuple(ids[:n])
-            if key in self.entries or key in self._taken:
-                best = key
-                break
+        best = self._longest(ids)
         if best is None:
             return 0, None
         if best in self.entries:  # consumed: still counted in nbytes until release()
@@ -170,8 +164,16 @@ class PrefixCache:
 
     def has_prefix(self, ids: list[int]) -> bool:
         """Whether :meth:`lookup` would find a stored prefix of ``ids`` now (nothing is consumed)."""
-        lengths = {len(k) for t in (self.entries, self._taken) for k in t if len(k) < len(ids)}
-        return any(tuple(ids[:n]) in self.entries or tuple(ids[:n]) in self._taken for n in lengths)
+        return self._longest(ids) is not None
+
+    def _longest(self, ids: list[int]) -> tuple[int, ...] | None:
+        """The key of the longest stored or consumed prefix of ``ids`` shorter than ``ids``, or None."""
+        lengths = sorted({len(k) for t in (self.entries, self._taken) for k in t if len(k) < len(ids)}, reverse=True)
+        for n in lengths:  # longest first: one hashed probe per stored length, not a comparison per entry
+            key = tuple(ids[:n])
+            if key in self.entries or key in self._taken:
+                return key
+        return None
 
     def release(self) -> None:
         """Forget the entries consumed so far (their keys and values have been copied into a working cache);
@@ -200,7 +202,6 @@ class PrefixCache:
     def clear(self) -> None:
         self.release()
         self.entries.clear()
-        self._taken.clear()
         self._born.clear()
         self.nbytes = 0
 

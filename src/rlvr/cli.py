@@ -723,7 +723,8 @@ it reports the median and mean final held-out accuracy of each side, the
 differences B - A with intervals from a two-level bootstrap (seeds resampled on
 each side, then the held-out problems, drawn once per replicate and shared by
 both sides when they were evaluated on the same problems), the probability that
-a seed of B ends above a seed of A, and an exact permutation test over seeds.
+a seed of B ends above a seed of A, and a permutation test over seeds (exact up
+to 200,000 splits, e.g. 10 + 10 seeds; 100,000 random splits beyond).
 B (or A) wins "beyond seed noise" only when the interval of the mean difference
 excludes 0 and p < 1 - confidence; otherwise it says "not resolved" and why.
 

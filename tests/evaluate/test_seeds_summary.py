@@ -275,3 +275,18 @@ def test_config_differences_list_a_mapping_by_its_keys():
                                         "algorithm.policy_loss_params.cov_low": (None, 1),
                                         "algorithm.policy_loss_params.ratio": (None, 0.02)}
     assert config_differences(a, a) == {}
+
+
+def test_the_comparison_says_whether_its_permutation_test_was_exact_or_drawn():
+    """5 + 5 seeds: all 252 splits enumerated; 16 + 16: 601,080,390 splits, so 100,000 random ones are drawn and the
+    table's footnote must not call that p exact (it did)."""
+    a, b = sweep([0.30, 0.32, 0.28, 0.35, 0.31], seed=1), sweep([0.80, 0.78, 0.83, 0.79, 0.81], seed=2)
+    (c,) = compare_seed_summaries(a, b)
+    assert c.exact and "p: exact permutation test over seeds)" in format_seed_comparisons([c], a, b)
+    rng = np.random.default_rng(0)
+    a16, b16 = sweep(list(rng.uniform(0.6, 0.75, 16)), seed=3), sweep(list(rng.uniform(0.65, 0.8, 16)), seed=4)
+    (c16,) = compare_seed_summaries(a16, b16)
+    text = format_seed_comparisons([c16], a16, b16)
+    assert not c16.exact and "exact" not in text
+    assert "p: permutation test over seeds, 100,000 random splits of the 601,080,390)" in text
+    assert c16.p_value >= 1 / 100_001  # (k + 1) / (n + 1): never 0

@@ -42,11 +42,13 @@ above or below A's by more than the seed-to-seed spread.  For each key:
   sharing the draw between A and B pairs the two sides on the same problems, so a problem that
   is hard for both does not widen the interval of the difference.  The percentile interval
   at ``confidence`` (default 95%) is reported.
-* **Exact permutation test over seeds** (:func:`rlvr.evaluate.stats.permutation_test`):
-  two-sided, on the difference of the mean final accuracy; every split of the pooled
-  ``n_A + n_B`` seeds into groups of ``n_A`` and ``n_B`` is enumerated (5 + 5 seeds: 252 splits),
-  so the p-value is exact at any sample size.  It stays valid where the bootstrap is too
-  narrow (with few seeds a bootstrap cannot see values it did not draw).
+* **Permutation test over seeds** (:func:`rlvr.evaluate.stats.permutation_test`):
+  two-sided, on the difference of the mean final accuracy.  Up to 200,000 splits of the pooled
+  ``n_A + n_B`` seeds into groups of ``n_A`` and ``n_B`` (5 + 5 seeds: 252; 10 + 10: 184,756) every
+  split is enumerated, so the p-value is exact at any sample size; beyond that (16 + 16: 601 million)
+  ``PERMUTATION_RESAMPLES`` random splits are drawn (``p = (k + 1) / (n + 1)``, still a valid test;
+  the table's footnote says which).  It stays valid where the bootstrap is too narrow (with few
+  seeds a bootstrap cannot see values it did not draw).
 * **P(B > A)**: the Mann-Whitney probability that a random seed of B ends above a random seed
   of A (ties count 1/2), the rank statistic behind the Mann-Whitney U test.
 
@@ -60,6 +62,7 @@ smallest possible p is 2/20 = 0.1).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -88,6 +91,8 @@ __all__ = [
 ]
 
 RESAMPLE_MODES = ("runs", "problems", "runs+problems")
+PERMUTATION_RESAMPLES = 100_000
+"""Random splits the seeds' permutation test draws when there are more than 200,000 to enumerate."""
 
 
 class RunFileError(ValueError):
@@ -549,7 +554,7 @@ def compare_seed_summaries(a: dict, b: dict, *, name_a: str = "A", name_b: str =
         d_med = np.median(rb, 1) - np.median(ra, 1)
         mean_ci = tuple(float(v) for v in np.quantile(d_mean, q))
         med_ci = tuple(float(v) for v in np.quantile(d_med, q))
-        perm = permutation_test(xa, xb, seed=seed)
+        perm = permutation_test(xa, xb, seed=seed, n_resamples=PERMUTATION_RESAMPLES)
         alpha = 1 - confidence
         reasons = []
         if mean_ci[0] <= 0 <= mean_ci[1]:
@@ -599,7 +604,10 @@ def format_seed_comparisons(comps: Sequence[SeedComparison], a: dict, b: dict) -
         lines.append(f"{c.metric:<8} {c.median_a:>9.1%} {c.median_b:>9.1%} {pts(c.diff_median, c.diff_median_ci):>26} "
                      f"{c.mean_a:>7.1%} {c.mean_b:>7.1%} {pts(c.diff_mean, c.diff_mean_ci):>26} {c.poi:>7.2f} "
                      f"{c.p_value:>7.3g}")
+    n_splits = math.comb(len(c0.acc_a) + len(c0.acc_b), len(c0.acc_a))
+    perm = ("exact permutation test over seeds" if c0.exact else
+            f"permutation test over seeds, {PERMUTATION_RESAMPLES:,} random splits of the {n_splits:,}")
     lines.append("(differences in points, B - A; intervals: two-level bootstrap over seeds and held-out problems"
-                 + ("" if c0.paired else ", problems not paired") + "; p: exact permutation test over seeds)")
+                 + ("" if c0.paired else ", problems not paired") + f"; p: {perm})")
     lines += [""] + [c.verdict for c in comps]
     return "\n".join(lines)

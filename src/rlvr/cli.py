@@ -600,17 +600,22 @@ def _seed_sweep(path: str) -> dict | None:
 def _cmd_compare_seeds(ns, names: list[str], sweeps: list[dict]) -> int:
     from rlvr.evaluate.compare import compare_seed_summaries, format_seed_comparisons
 
-    results = []
+    results, all_comps = [], []
     for name, sweep in zip(names[1:], sweeps[1:]):
         comps = compare_seed_summaries(sweeps[0], sweep, name_a=names[0], name_b=name, metrics=_csv(ns.metric),
                                        n_resamples=ns.resamples, confidence=ns.confidence, seed=ns.seed,
                                        resample=ns.resample)
         print(format_seed_comparisons(comps, sweeps[0], sweep) + "\n")
         results += [c.to_dict() for c in comps]
+        all_comps += comps
     if ns.output:
         Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.output).write_text(json.dumps({"baseline": names[0], "comparisons": results}, indent=2))
         print(f"written to {ns.output}")
+    if ns.plot:
+        from rlvr.evaluate.compare import plot_seed_comparison
+
+        print(f"plot: {plot_seed_comparison(sweeps, names, all_comps, ns.plot)}")
     return 0
 
 
@@ -990,6 +995,8 @@ def _add_compare_parser(sub) -> None:
     p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--output", help="write the comparisons as JSON here")
+    p.add_argument("--plot", metavar="PNG", help="seed sweeps: draw each sweep's median held-out curve and every "
+                                                 "seed's final accuracy per key, with the differences, to this PNG")
     _add_common(p)
     p.set_defaults(func=_cmd_compare)
 

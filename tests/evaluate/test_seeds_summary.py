@@ -290,3 +290,34 @@ def test_the_comparison_says_whether_its_permutation_test_was_exact_or_drawn():
     assert not c16.exact and "exact" not in text
     assert "p: permutation test over seeds, 100,000 random splits of the 601,080,390)" in text
     assert c16.p_value >= 1 / 100_001  # (k + 1) / (n + 1): never 0
+
+
+def test_comparison_plot_data_and_the_cli_plot(tmp_path, capsys):
+    """``rlvr compare --plot``: the strips are every finished seed's final accuracy with their median, the curve is
+    the median and quartiles over seeds at the steps every finished seed was evaluated; the PNG is written."""
+    from rlvr.cli import main
+    from rlvr.evaluate.compare import seed_comparison_plot_data
+
+    a, b = sweep([0.30, 0.32, 0.28, 0.35], seed=1), sweep([0.80, 0.78, 0.83], seed=2)
+    for i, r in enumerate(a["runs"]):
+        r["curve"] = [[0, 0.1], [5, 0.2 + i / 10], [10, 0.3]] if i < 3 else [[0, 0.1], [10, 0.5]]  # seed 3: no step 5
+    b["runs"].append({"seed": 7, "status": "unfinished", "after": {}, "per_problem_after": {}, "curve": [[0, 0.9]]})
+    d = seed_comparison_plot_data([a, b], ["greedy"])
+    fa, fb = d["final"]["greedy"]
+    assert sorted(fa["acc"]) == pytest.approx([0.28, 0.30, 0.32, 0.35]) and fa["median"] == pytest.approx(0.31)
+    assert len(fb["acc"]) == 3 and fb["median"] == pytest.approx(0.80)  # the unfinished seed is not drawn
+    ca, cb = d["curve"]
+    assert ca["steps"] == [0, 10]  # step 5 is missing from seed 3
+    assert ca["median"] == pytest.approx([0.1, 0.3]) and ca["q75"] == pytest.approx([0.1, 0.35])
+    assert cb["steps"] == []  # no finished seed has a curve
+
+    rng = np.random.default_rng(0)
+    for name, accs in (("base", [0.2, 0.25, 0.3]), ("new", [0.8, 0.85, 0.75])):
+        for s, acc in enumerate(accs):
+            per = (rng.random(40) < acc).astype(float).tolist()
+            fake_run(tmp_path / name, s, {"greedy": per}, {"greedy": per}, {})
+    png = tmp_path / "img" / "cmp.png"
+    assert main(["compare", str(tmp_path / "base"), str(tmp_path / "new"), "--resamples", "200",
+                 "--plot", str(png)]) == 0
+    assert f"plot: {png}" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

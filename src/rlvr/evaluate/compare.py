@@ -88,6 +88,8 @@ __all__ = [
     "compare_seed_summaries",
     "format_seed_comparisons",
     "load_seed_summary_file",
+    "seed_comparison_plot_data",
+    "plot_seed_comparison",
 ]
 
 RESAMPLE_MODES = ("runs", "problems", "runs+problems")
@@ -611,3 +613,76 @@ def format_seed_comparisons(comps: Sequence[SeedComparison], a: dict, b: dict) -
                  + ("" if c0.paired else ", problems not paired") + f"; p: {perm})")
     lines += [""] + [c.verdict for c in comps]
     return "\n".join(lines)
+
+
+def seed_comparison_plot_data(sweeps: Sequence[dict], metrics: Sequence[str]) -> dict:
+    """What :func:`plot_seed_comparison` draws, per evaluation key and sweep: the finished seeds' final
+    accuracies and their median, and the held-out curve's median and quartiles over seeds at each step where
+    every finished seed was evaluated (curves are of the summaries' primary key)."""
+    out: dict = {"final": {}, "curve": []}
+    for key in metrics:
+        out["final"][key] = []
+        for s in sweeps:
+            _, acc, _ = seed_scores(s, key)
+            out["final"][key].append({"acc": acc.tolist(), "median": float(np.median(acc)) if acc.size else None})
+    for s in sweeps:
+        curves = [dict(r["curve"]) for r in s["runs"] if r.get("status") == "finished" and r.get("curve")]
+        steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+        vals = np.asarray([[c[k] for k in steps] for c in curves], dtype=float) if steps else np.zeros((0, 0))
+        out["curve"].append({"steps": steps,
+                             "median": np.median(vals, 0).tolist() if steps else [],
+                             "q25": np.quantile(vals, 0.25, 0).tolist() if steps else [],
+                             "q75": np.quantile(vals, 0.75, 0).tolist() if steps else []})
+    return out
+
+
+def plot_seed_comparison(sweeps: Sequence[dict], names: Sequence[str], comps: Sequence[SeedComparison],
+                         path: str | Path) -> Path:
+    """``rlvr compare --plot``: for seed sweeps, the median held-out curve of each sweep with its interquartile band
+    over seeds (left), and per evaluation key a strip of every seed's final accuracy with the median as a bar, the
+    difference from the baseline with its interval and p in the title (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(c.metric for c in comps))
+    data = seed_comparison_plot_data(sweeps, metrics)
+    colors = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(1, 1 + len(metrics), figsize=(4.6 + 3.2 * len(metrics), 4.2),
+                             gridspec_kw={"width_ratios": [1.5] + [1] * len(metrics)})
+    ax = axes[0]
+    for i, (name, c) in enumerate(zip(names, data["curve"])):
+        if c["steps"]:
+            n = len([r for r in sweeps[i]["runs"] if r.get("status") == "finished" and r.get("curve")])
+            ax.plot(c["steps"], c["median"], marker="o", ms=3, color=colors(i % 10), label=f"{name} ({n} seeds)")
+            ax.fill_between(c["steps"], c["q25"], c["q75"], color=colors(i % 10), alpha=0.2, lw=0)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("median over seeds (band: interquartile range)", fontsize=10)
+    for j, key in enumerate(metrics):
+        strip = axes[1 + j]
+        for i, f in enumerate(data["final"][key]):
+            acc = sorted(f["acc"])
+            offsets = np.linspace(-0.25, 0.25, len(acc)) if len(acc) > 1 else [0.0]
+            strip.scatter(i + np.asarray(offsets), acc, color=colors(i % 10), s=22, zorder=3, edgecolor="black",
+                          linewidth=0.4)
+            if f["median"] is not None:
+                strip.hlines(f["median"], i - 0.35, i + 0.35, color="black", lw=2, zorder=2)
+        strip.set_xticks(range(len(names)), names, fontsize=8)
+        strip.set_xlim(-0.6, len(names) - 0.4)
+        lo = min((min(f["acc"]) for f in data["final"][key] if f["acc"]), default=0.0)
+        strip.set_ylim(max(0.0, lo - 0.1), 1.0)
+        strip.grid(axis="y", alpha=0.3)
+        notes = [f"{c.name_b} - {c.name_a}: {c.diff_mean * 100:+.1f} [{c.diff_mean_ci[0] * 100:+.1f}, "
+                 f"{c.diff_mean_ci[1] * 100:+.1f}], p {c.p_value:.2g}" for c in comps if c.metric == key]
+        strip.set_title(f"final {key} per seed (bar: median)\n" + "\n".join(notes), fontsize=8.5)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

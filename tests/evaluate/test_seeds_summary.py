@@ -307,7 +307,7 @@ def test_comparison_plot_data_and_the_cli_plot(tmp_path, capsys):
     assert sorted(fa["acc"]) == pytest.approx([0.28, 0.30, 0.32, 0.35]) and fa["median"] == pytest.approx(0.31)
     assert len(fb["acc"]) == 3 and fb["median"] == pytest.approx(0.80)  # the unfinished seed is not drawn
     ca, cb = d["curve"]
-    assert ca["steps"] == [0, 10]  # step 5 is missing from seed 3
+    assert ca["seeds"] == 4 and ca["steps"] == [0, 10]  # step 5 is missing from seed 3
     assert ca["median"] == pytest.approx([0.1, 0.3]) and ca["q75"] == pytest.approx([0.1, 0.35])
     assert cb["steps"] == []  # no finished seed has a curve
 

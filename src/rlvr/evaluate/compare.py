@@ -617,8 +617,8 @@ def format_seed_comparisons(comps: Sequence[SeedComparison], a: dict, b: dict) -
 
 def seed_comparison_plot_data(sweeps: Sequence[dict], metrics: Sequence[str]) -> dict:
     """What :func:`plot_seed_comparison` draws, per evaluation key and sweep: the finished seeds' final
-    accuracies and their median, and the held-out curve's median and quartiles over seeds at each step where
-    every finished seed was evaluated (curves are of the summaries' primary key)."""
+    accuracies and their median, and the held-out curve's median and quartiles over the finished seeds with a curve
+    (``seeds``) at each step where every one of them was evaluated (curves are of the summaries' primary key)."""
     out: dict = {"final": {}, "curve": []}
     for key in metrics:
         out["final"][key] = []
@@ -629,7 +629,7 @@ def seed_comparison_plot_data(sweeps: Sequence[dict], metrics: Sequence[str]) ->
         curves = [dict(r["curve"]) for r in s["runs"] if r.get("status") == "finished" and r.get("curve")]
         steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
         vals = np.asarray([[c[k] for k in steps] for c in curves], dtype=float) if steps else np.zeros((0, 0))
-        out["curve"].append({"steps": steps,
+        out["curve"].append({"seeds": len(curves), "steps": steps,
                              "median": np.median(vals, 0).tolist() if steps else [],
                              "q25": np.quantile(vals, 0.25, 0).tolist() if steps else [],
                              "q75": np.quantile(vals, 0.75, 0).tolist() if steps else []})
@@ -654,8 +654,8 @@ def plot_seed_comparison(sweeps: Sequence[dict], names: Sequence[str], comps: Se
     ax = axes[0]
     for i, (name, c) in enumerate(zip(names, data["curve"])):
         if c["steps"]:
-            n = len([r for r in sweeps[i]["runs"] if r.get("status") == "finished" and r.get("curve")])
-            ax.plot(c["steps"], c["median"], marker="o", ms=3, color=colors(i % 10), label=f"{name} ({n} seeds)")
+            ax.plot(c["steps"], c["median"], marker="o", ms=3, color=colors(i % 10),
+                    label=f"{name} ({c['seeds']} seeds)")
             ax.fill_between(c["steps"], c["q25"], c["q75"], color=colors(i % 10), alpha=0.2, lw=0)
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out accuracy")

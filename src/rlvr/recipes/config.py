@@ -205,7 +205,9 @@ class TrainConfig(ConfigModel):
     weight_decay: float = option(0.0, "AdamW weight decay", ge=0)
     betas: list[float] = option(None, "AdamW betas", default_factory=lambda: [0.9, 0.99], min_length=2, max_length=2)
     warmup_steps: int = option(2, "linear warm-up steps", ge=0)
-    schedule: Literal["constant", "cosine", "linear"] = option("constant", "LR schedule after warm-up")
+    schedule: Literal["constant", "cosine", "linear"] = option(
+        "constant", "LR schedule after the linear warm-up: constant, or decayed to 0 at train.steps by cosine or "
+                    "linearly (the demo: cosine)")
     max_grad_norm: float = option(1.0, "gradient clipping norm (0 disables)", ge=0)
     seed: int = option(0, "seed for sampling, data order and initialisation")
     output_dir: str = option("runs/default", "where metrics, checkpoints and eval results are written")

@@ -645,6 +645,10 @@ def _cmd_compare(ns) -> int:
         except ValueError as e:
             print(f"rlvr: error: {e}", file=sys.stderr)
             return 2
+    if ns.plot:
+        print("rlvr: error: --plot draws seed sweeps (directories of seed-<s> runs or seeds.json), not results files",
+              file=sys.stderr)
+        return 2
     names, groups = [], []
     for spec in ns.methods:
         name, sep, files = spec.partition("=")

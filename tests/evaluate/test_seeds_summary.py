@@ -321,3 +321,8 @@ def test_comparison_plot_data_and_the_cli_plot(tmp_path, capsys):
                  "--plot", str(png)]) == 0
     assert f"plot: {png}" in capsys.readouterr().out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    # results files are not seed sweeps: --plot is refused, not silently ignored
+    (tmp_path / "r1.json").write_text(json.dumps({"task": "t", "scores": [1.0, 0.0]}))
+    (tmp_path / "r2.json").write_text(json.dumps({"task": "t", "scores": [1.0, 1.0]}))
+    assert main(["compare", str(tmp_path / "r1.json"), str(tmp_path / "r2.json"), "--plot", str(png)]) == 2
+    assert "--plot draws seed sweeps" in capsys.readouterr().err

@@ -21,12 +21,18 @@ What is shared, by construction:
   both sides, no KL term (rlvr ``kl_coef=0``, TRL ``beta=0``), token-mean over the whole step
   (rlvr ``loss_agg=token_mean``, TRL ``loss_type="dapo"``), learner in float32 (TRL ``bf16=False``;
   the demo has no learner autocast), gradient clipping at 1.0, seed 0, and the same optimizer and
-  schedule: TRL is handed rlvr's AdamW (lr 3e-5, betas 0.9/0.99, no weight decay) and rlvr's
-  ``make_scheduler`` (linear warm-up over 2 steps, then constant) through ``optimizers=``;
+  schedule: TRL is handed rlvr's AdamW (the demo's lr, betas 0.9/0.99, no weight decay) and rlvr's
+  ``make_scheduler`` (the demo's: since 2026-11-27 lr 1e-5, linear warm-up over 2 steps, then cosine decay to 0
+  at step ``--steps``; the races before it: lr 3e-5, constant) through ``optimizers=``;
 * the evaluation: every checkpoint of both is loaded into the same model and scored by
   ``rlvr.recipes.rl.evaluate_heldout`` on the first ``--eval-problems`` held-out problems, greedy and
   T = 1, 64 new tokens, eval seed 1234, with the demo's engine (the bf16 sampler of
   ``rollout.dtype``) -- the demo's own before/after evaluation.  Checkpoints are stored in that dtype.
+
+The step limit: ``--steps`` (default: the demo's ``train.steps``, 40) is the schedule's horizon and ends
+training at that step if the budget has not ended it first, with a checkpoint; it is given to both (TRL
+``max_steps``).  ``--steps 0`` sets no limit (1,000,000 steps: the budget alone stops training, as in the
+races before 2026-11-27, whose constant rate made the horizon irrelevant).
 
 The clock: training seconds start when the loop starts (TRL: ``on_train_begin``; rlvr: after the
 recipe's ``begin``), so model loading and set-up are excluded from both (they are reported as
@@ -131,10 +137,11 @@ class BudgetClock:
     clock.  ``now`` is injectable for tests.
     """
 
-    def __init__(self, budget_s: float, n_checkpoints: int, now: Callable[[], float] = time.perf_counter):
-        if budget_s <= 0 or n_checkpoints < 1:
-            raise ValueError("need budget_s > 0 and n_checkpoints >= 1")
-        self.budget_s, self.now = float(budget_s), now
+    def __init__(self, budget_s: float, n_checkpoints: int, now: Callable[[], float] = time.perf_counter,
+                 max_steps: int | None = None):
+        if budget_s <= 0 or n_checkpoints < 1 or (max_steps is not None and max_steps < 1):
+            raise ValueError("need budget_s > 0, n_checkpoints >= 1 and max_steps None or >= 1")
+        self.budget_s, self.now, self.max_steps, self.steps = float(budget_s), now, max_steps, 0
         self.marks = [budget_s * k / n_checkpoints for k in range(1, n_checkpoints + 1)]
         self.next_mark = 0
         self.t0: float | None = None
@@ -161,9 +168,10 @@ class BudgetClock:
             self.paused += self.now() - t
 
     def after_step(self) -> tuple[bool, bool]:
-        """``(save, stop)`` for the step that just ended."""
+        """``(save, stop)`` for the step that just ended (stop: the budget is spent or ``max_steps`` reached)."""
         e = self.elapsed()
-        stop = e >= self.budget_s
+        self.steps += 1
+        stop = e >= self.budget_s or (self.max_steps is not None and self.steps >= self.max_steps)
         save = stop
         while self.next_mark < len(self.marks) and e >= self.marks[self.next_mark]:
             self.next_mark, save = self.next_mark + 1, True
@@ -300,14 +308,14 @@ RLVR_SPEED = ["train.micro_batch_tokens=1024", "train.share_prompts=true", "trai
 
 # --------------------------------------------------------------------------- set-up shared by both
 def demo_config(out: Path, args, extra: list[str] = ()):
-    """The demo's RunConfig, with what the race changes: no step limit (the clock stops it), no in-loop
-    checkpoints or evaluations, the held-out size, threads and a CPU policy."""
+    """The demo's RunConfig, with what the race changes: the step limit (``--steps``; 0: none, the clock stops
+    it), no in-loop checkpoints or evaluations, the held-out size, threads and a CPU policy."""
     from rlvr.config import load_config
     from rlvr.recipes.config import RunConfig
 
     return load_config(RunConfig, DEMO_CONFIG, [
         *MEMORY_OPTIONS_OFF,  # the fp32-AdamW learner the race was recorded with (see _demo.py)
-        f"train.output_dir={out}", "train.steps=1000000", "train.save_every=0", "train.progress=false",
+        f"train.output_dir={out}", f"train.steps={args.steps or 1_000_000}", "train.save_every=0", "train.progress=false",
         f"train.threads={args.threads}", f"train.seed={args.seed}", "eval.before_training=false",
         "eval.after_training=false",
         f"eval.num_problems={args.eval_problems}", "model.device=cpu", *extra])
@@ -332,7 +340,7 @@ class Timeline:
 
     def __init__(self, fw: str, out: Path, cfg, budget_s: float, n_checkpoints: int):
         self.fw, self.out, self.cfg = fw, out, cfg
-        self.clock = BudgetClock(budget_s, n_checkpoints)
+        self.clock = BudgetClock(budget_s, n_checkpoints, max_steps=cfg.train.steps)
         self.steps: list[dict] = []
         self.points: list[dict] = []
         self.dtype = checkpoint_dtype(cfg)
@@ -363,7 +371,9 @@ class Timeline:
         return stop
 
     def write(self, info: dict) -> dict:
-        data = {"framework": self.fw, "seed": self.cfg.train.seed, "budget_s": self.clock.budget_s, "checkpoint_marks_s": self.clock.marks,
+        data = {"framework": self.fw, "seed": self.cfg.train.seed, "budget_s": self.clock.budget_s,
+                "max_steps": self.cfg.train.steps, "schedule": self.cfg.train.schedule, "lr": self.cfg.train.lr,
+                "checkpoint_marks_s": self.clock.marks,
                 "setup_s": self.setup_s, "train_s": self.last_s, "steps": self.steps, "points": self.points,
                 "split": time_split(self.steps, SPLIT_KEYS[self.fw]), **info}
         (self.out / "train.json").write_text(json.dumps(data, indent=2))
@@ -591,6 +601,8 @@ def main() -> None:
     ap.add_argument("--keep-weights", action="store_true",
                     help="keep the checkpoints' weights (--out/FRAMEWORK/weights) after they are evaluated")
     ap.add_argument("--smoke", action="store_true", help="end-to-end check: 0.5 min each, 2 checkpoints, 16 problems")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="step limit and schedule horizon of both (default: the demo config's train.steps; 0: none)")
     ap.add_argument("--seed", type=int, default=0, help="train.seed of both frameworks (default 0)")
     ap.add_argument("--train-only", action="store_true",
                     help="stop after training (the timed part); the same command without it evaluates")
@@ -607,6 +619,13 @@ def main() -> None:
         return
     if args.smoke:
         args.budget_min, args.checkpoints, args.eval_problems = 0.5, 2, 16
+    if args.steps is None:
+        from rlvr.config import load_config
+        from rlvr.recipes.config import RunConfig
+
+        args.steps = load_config(RunConfig, DEMO_CONFIG, []).train.steps
+    if args.steps < 0:
+        raise SystemExit(f"--steps must be 0 (no limit) or a step count, not {args.steps}")
     out = args.out or ROOT / "runs" / ("race_vs_trl_smoke" if args.smoke else "race_vs_trl")
     out.mkdir(parents=True, exist_ok=True)
 
@@ -628,6 +647,9 @@ def main() -> None:
             if data["budget_s"] != args.budget_min * 60:
                 raise SystemExit(f"{d} was trained for {data['budget_s']} s, not {args.budget_min * 60} s: "
                                  "use another --out")
+            if data.get("max_steps", 1_000_000) != (args.steps or 1_000_000):
+                raise SystemExit(f"{d} was trained with a limit of {data.get('max_steps', 1_000_000)} steps, not "
+                                 f"--steps {args.steps}: use another --out")
             if data.get("seed", 0) != args.seed:
                 raise SystemExit(f"{d} was trained with --seed {data.get('seed', 0)}, not {args.seed}: use another --out")
             if fw == "rlvr" and data.get("rlvr_set", []) != list(args.rlvr_set):
@@ -657,7 +679,9 @@ def main() -> None:
              f"torch {torch.__version__}, trl {trl.__version__}; load average {os.getloadavg()[0]:.2f} at the end",
              f"task: the demo ({DEMO_CONFIG.relative_to(ROOT)}): {base.task.name}, {base.model.name}, "
              f"{base.train.prompts_per_step} prompts x {base.rollout.group_size} completions per step, "
-             f"{base.rollout.max_new_tokens} new tokens, T={base.rollout.temperature}, lr {base.train.lr:g}",
+             f"{base.rollout.max_new_tokens} new tokens, T={base.rollout.temperature}, lr {base.train.lr:g}, "
+             f"{base.train.warmup_steps} warm-up steps, {base.train.schedule} schedule over "
+             f"{base.train.steps} steps (the step limit)",
              f"rlvr overrides: {' '.join(args.rlvr_set) or '(none)'}",
              f"budget: {args.budget_min:g} min of training per framework; checkpoints every "
              f"{args.budget_min * 60 / args.checkpoints:.0f} s of training (granularity of the times below)",

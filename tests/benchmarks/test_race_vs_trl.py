@@ -51,9 +51,22 @@ def test_clock_pause_is_not_training_time(race):
     assert clock.after_step() == (True, True)
 
 
+def test_clock_stops_with_a_checkpoint_at_the_step_limit_before_the_budget(race):
+    now = FakeTime()
+    clock = race.BudgetClock(60.0, 3, now=now, max_steps=3)  # marks at 20, 40, 60 s; at most 3 steps
+    clock.start()
+    decisions = []
+    for _ in range(3):  # steps ending at 5, 10, 15 s: the third is the limit, before any mark
+        now.t += 5
+        decisions.append(clock.after_step())
+    assert decisions == [(False, False), (False, False), (True, True)]
+
+
 def test_clock_rejects_a_bad_budget_and_an_unstarted_read(race):
     with pytest.raises(ValueError):
         race.BudgetClock(0, 3)
+    with pytest.raises(ValueError):
+        race.BudgetClock(60, 3, max_steps=0)
     with pytest.raises(RuntimeError):
         race.BudgetClock(1, 1).elapsed()
 

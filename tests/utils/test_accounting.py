@@ -105,3 +105,59 @@ def test_real_clock_measures_sleep():
         time.sleep(0.05)
     row = acct.row()
     assert 0.04 <= row["wait_time"] <= row["step_time"]
+
+
+# --------------------------------------------------------------------------- train.onednn_cache
+ONEDNN_VARS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+
+
+def _clear_cache_vars(monkeypatch):
+    for var in ONEDNN_VARS:  # set, then delete: monkeypatch restores the test process's own value afterwards
+        monkeypatch.setenv(var, "1")
+        monkeypatch.delenv(var)
+
+
+def test_onednn_cache_capacity_sets_both_variables_and_leaves_a_users_own(monkeypatch):
+    import os
+
+    from rlvr.utils.accounting import set_onednn_cache_capacity
+
+    _clear_cache_vars(monkeypatch)
+    assert set_onednn_cache_capacity(128) == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY": "128"}
+    assert [os.environ[v] for v in ONEDNN_VARS] == ["128", "128"]
+    _clear_cache_vars(monkeypatch)
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "7")
+    assert set_onednn_cache_capacity(64) == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
+    assert os.environ["LRU_CACHE_CAPACITY"] == "7"
+    with pytest.raises(ValueError, match=">= 1"):
+        set_onednn_cache_capacity(0)  # LRU_CACHE_CAPACITY=0 crashes ideep
+
+
+def test_onednn_cache_option_reaches_the_recipe_before_the_model_runs(tmp_path, monkeypatch):
+    """train.onednn_cache is applied in the recipe's set-up, before its first forward; 0 (default) sets nothing."""
+    from conftest import make_model, make_tokenizer
+    from rlvr.config import load_config
+    from rlvr.recipes import rl
+    from rlvr.recipes.config import RunConfig
+    from rlvr.types import Problem
+
+    calls = []
+    forwards_before = []
+    monkeypatch.setattr(rl, "set_onednn_cache_capacity", lambda n: calls.append(n) or {})
+    tok = make_tokenizer()
+    model = make_model(tok)
+    model.register_forward_pre_hook(lambda *_: forwards_before.append(len(calls)))
+    probs = ([Problem(f"t{i}", prompt=f"What is {i} + 1?", answer=str(i + 1)) for i in range(4)],
+             [Problem("h0", prompt="What is 5 + 1?", answer="6")])
+    for value, want in ((48, [48]), (0, [])):
+        calls.clear()
+        forwards_before.clear()
+        cfg = load_config(RunConfig, None, [
+            f"train.output_dir={tmp_path / str(value)}", "train.steps=1", "train.prompts_per_step=2",
+            "rollout.group_size=2", "rollout.max_new_tokens=4", "train.save_every=0", "train.progress=false",
+            "eval.before_training=false", "eval.after_training=false", f"train.onednn_cache={value}"])
+        rl.RLRecipe(cfg, model=model, tokenizer=tok, problems=probs).train()
+        assert calls == want
+        assert forwards_before and all(n == len(want) for n in forwards_before)  # every forward came after it
+    with pytest.raises(Exception, match="onednn_cache"):
+        load_config(RunConfig, None, ["train.onednn_cache=-1"])

@@ -77,7 +77,7 @@ from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
-from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold
+from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold, set_onednn_cache_capacity
 from rlvr.utils.device import resolve_device
 from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
@@ -268,6 +268,8 @@ class RLRecipe:
             torch.set_num_threads(tcfg.threads)
         if tcfg.malloc_mmap_threshold and not set_malloc_mmap_threshold(tcfg.malloc_mmap_threshold):
             log.warning("train.malloc_mmap_threshold is ignored: the C library is not glibc")
+        if tcfg.onednn_cache:
+            set_onednn_cache_capacity(tcfg.onednn_cache)  # before the first bf16 matmul, when the caches are built
         self.setup_data()  # before the model loads: a task that cannot train fails in seconds, writing nothing
         torch.manual_seed(tcfg.seed)
         if self.model is None:

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Iterator
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["StepAccounting", "peak_rss_mb", "current_rss_mb", "set_malloc_mmap_threshold", "PHASES"]
+__all__ = ["StepAccounting", "peak_rss_mb", "current_rss_mb", "set_malloc_mmap_threshold", "set_onednn_cache_capacity",
+           "PHASES"]
 
 PHASES = ("generate", "verify", "learn", "sync", "wait")
 _FIELD = {"generate": "gen_time", "verify": "verify_time", "learn": "learn_time", "sync": "sync_time",
@@ -161,3 +162,32 @@ def set_malloc_mmap_threshold(nbytes: int) -> bool:
         return False
     M_MMAP_THRESHOLD = -3
     return bool(mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(int(nbytes))))
+
+
+ONEDNN_CACHE_VARS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+"""oneDNN's primitive cache and PyTorch's ideep computation cache: each holds one compiled kernel per matmul shape
+(1,024 by default each)."""
+
+
+def set_onednn_cache_capacity(entries: int) -> dict[str, str]:
+    """Bound the two CPU kernel caches behind bf16 matmuls to ``entries`` each; returns the variables it set.
+
+    On a CPU with bf16 support (AMX, AVX512-BF16) a bf16 ``linear`` runs through oneDNN, which compiles a kernel for
+    every new input shape and keeps it: ~0.6 MiB in oneDNN's primitive cache plus ~0.3 MiB in ideep's cache
+    (``benchmarks/onednn_cache_memory.py``), up to 1,024 of each. A sampler whose prefills have ever-new shapes
+    (multi-turn episodes: rows x width differs chunk after chunk) grows its resident set by up to ~0.9 GB this
+    way; decoding reuses one shape per token step, so a small cache costs only an occasional recompilation.
+
+    Both libraries read the variables when they build their cache, at the first bf16 matmul of the process: call
+    this before any (the training recipe does, in its set-up). A variable the user already set is left alone
+    (and not returned). ``entries`` must be >= 1 (0 crashes ideep).
+    """
+    if entries < 1:
+        raise ValueError("entries must be >= 1")
+    import os
+
+    done = {}
+    for var in ONEDNN_CACHE_VARS:
+        if var not in os.environ:
+            os.environ[var] = done[var] = str(int(entries))
+    return done

@@ -15,13 +15,15 @@ Each case runs in a fresh process (the caches are built at the first bf16 matmul
 
 The anchor is the libraries' default (no variable set); the capped cases set ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``
 and ``LRU_CACHE_CAPACITY`` through ``rlvr.utils.accounting.set_onednn_cache_capacity`` (what the recipe does).
-Printed: rise and time per case and their ratios to the anchor. Run alone: ``python
+Printed: rise and time per case and their ratios to the anchor, and whether the outputs of the first 32 shapes,
+computed again afterwards (recompiled where a small cache evicted them), are bitwise equal across cases. Run alone: ``python
 benchmarks/onednn_cache_memory.py [--shapes 600] [--caps 64 128 256]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -73,9 +75,17 @@ def child(cap: int, shapes: int) -> dict:
                     F.linear(x[w.shape[1]], w)
                     calls += 1
         decode_s = time.perf_counter() - t
+        # the first shapes again (evicted from a small cache, recompiled): the digest of their outputs must not
+        # depend on the capacity (a recompiled kernel is the same kernel)
+        g = torch.Generator().manual_seed(1)
+        digest = hashlib.sha256()
+        for m in range(2, 34):
+            for w in ws:
+                digest.update(F.linear(torch.randn(m, w.shape[1], generator=g).bfloat16(), w).view(torch.int16)
+                              .numpy().tobytes())
     bf16 = torch.backends.mkldnn.is_available() and getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported",
                                                              lambda: None)()
-    return {"cap": cap, "rise_mib": rise, "prefill_s": prefill_s, "decode_ms_per_matmul": 1000 * decode_s / calls,
+    return {"cap": cap, "digest": digest.hexdigest(), "rise_mib": rise, "prefill_s": prefill_s, "decode_ms_per_matmul": 1000 * decode_s / calls,
             "onednn_bf16": bool(bf16)}
 
 
@@ -100,11 +110,15 @@ def main() -> None:
           f"oneDNN bf16 matmul: {a['onednn_bf16']}; {args.shapes} new prefill shapes")
     print(f"{'cache entries':>14} {'RSS rise MiB':>13} {'rise ratio':>10} {'prefill s':>10} "
           f"{'decode ms/matmul':>17} {'decode ratio':>12}")
+    same = all(r["digest"] == a["digest"] for r in rows)
     for r in rows:
         name = "1024 (anchor)" if r["cap"] == 0 else str(r["cap"])
         print(f"{name:>14} {r['rise_mib']:>13.0f} {r['rise_mib'] / max(a['rise_mib'], 1e-9):>10.2f} "
               f"{r['prefill_s']:>10.1f} {r['decode_ms_per_matmul']:>17.3f} "
               f"{r['decode_ms_per_matmul'] / a['decode_ms_per_matmul']:>12.2f}")
+    print(f"outputs of 32 shapes computed again after the prefill loop, bitwise equal in every case: {same}")
+    if not same:
+        raise SystemExit("a capped cache changed a matmul's result")
 
 
 if __name__ == "__main__":

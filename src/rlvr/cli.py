@@ -339,6 +339,10 @@ def _cmd_eval(ns) -> int:
         import torch
 
         torch.set_num_threads(threads)
+    if cfg.train.onednn_cache:  # the config's kernel-cache bound applies to its evaluation's sampler too
+        from rlvr.utils.accounting import set_onednn_cache_capacity
+
+        set_onednn_cache_capacity(cfg.train.onednn_cache)
     verifier = ns.verifier or (cfg.reward.verifier if not ns.task else default_verifier(task))
     # the config's verifier options (the code sandbox's limits) apply when it names the verifier used
     verifier_options = dict(cfg.reward.verifier_params) if verifier == cfg.reward.verifier else {}

@@ -51,6 +51,20 @@ def test_eval_on_jsonl_task_writes_json(tmp_path, tiny_model_dir, capsys):
     assert "accuracy" in capsys.readouterr().out
 
 
+def test_eval_applies_the_configs_onednn_cache_before_generating(tmp_path, tiny_model_dir, monkeypatch):
+    from rlvr.utils import accounting
+
+    calls = []
+    monkeypatch.setattr(accounting, "set_onednn_cache_capacity", lambda n: calls.append(n) or {})
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i}+0", "a": str(i)}) + "\n" for i in range(3)))
+    common = ["task.name=jsonl", f"task.path={data}", "task.params={prompt_field: q, answer_field: a}",
+              "task.num_heldout=2", "eval.max_new_tokens=2", "--model", str(tiny_model_dir)]
+    assert main(["eval", *common, "train.onednn_cache=96", "--output", str(tmp_path / "a.json")]) == 0
+    assert main(["eval", *common, "--output", str(tmp_path / "b.json")]) == 0  # 0 (default): the libraries' own
+    assert calls == [96]
+
+
 def test_malformed_dataset_line_names_file_and_line(tmp_path, tiny_model_dir, capsys):
     data = tmp_path / "bad.jsonl"
     data.write_text('{"prompt": "1+1", "answer": "2"}\n{"prompt": "2+2", "answer": \n')

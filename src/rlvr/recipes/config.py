@@ -236,7 +236,7 @@ class TrainConfig(ConfigModel):
                                            "step; same as MALLOC_MMAP_THRESHOLD_; 0: glibc's default)", ge=0)
     onednn_cache: int = option(0, "CPU bf16 sampler: compiled matmul kernels kept per cache (oneDNN's and ideep's, "
                                   "one per input shape, ~0.9 MiB each); multi-turn episodes' ever-new prefill shapes "
-                                  "fill them by up to ~0.9 GB (0: the libraries' 1024)", ge=0)
+                                  "fill them by up to ~0.9 GB (0: the libraries' 1024; rlvr train and rlvr eval)", ge=0)
     deterministic: Literal["off", "warn", "error"] = option(
         "off", "torch.use_deterministic_algorithms for the run: deterministic kernels where torch has them, and a "
                "warning (warn) or an error (error) at any op whose result can depend on thread timing")

@@ -303,6 +303,20 @@ def _eval_problems(ns, cfg) -> tuple[str, list]:
     return cfg.task.name, build_task(cfg.task)[1][: cfg.eval.num_problems]
 
 
+def _eval_runtime(cfg, threads: int | None) -> None:
+    """Torch threads (``--threads``, else ``train.threads``) and the config's bf16 kernel-cache bound
+    (``train.onednn_cache``), before the evaluation's sampler runs."""
+    threads = threads if threads is not None else cfg.train.threads
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    if cfg.train.onednn_cache:
+        from rlvr.utils.accounting import set_onednn_cache_capacity
+
+        set_onednn_cache_capacity(cfg.train.onednn_cache)
+
+
 def _cmd_eval(ns) -> int:
     from rlvr.evaluate.pipeline import EvalRequest, default_samples_path, default_verifier, run_eval
 
@@ -334,15 +348,7 @@ def _cmd_eval(ns) -> int:
     from rlvr.utils.device import resolve_device
 
     device = str(resolve_device(cfg.model.device))
-    threads = ns.threads if ns.threads is not None else cfg.train.threads
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    if cfg.train.onednn_cache:  # the config's kernel-cache bound applies to its evaluation's sampler too
-        from rlvr.utils.accounting import set_onednn_cache_capacity
-
-        set_onednn_cache_capacity(cfg.train.onednn_cache)
+    _eval_runtime(cfg, ns.threads)
     verifier = ns.verifier or (cfg.reward.verifier if not ns.task else default_verifier(task))
     # the config's verifier options (the code sandbox's limits) apply when it names the verifier used
     verifier_options = dict(cfg.reward.verifier_params) if verifier == cfg.reward.verifier else {}

@@ -647,7 +647,7 @@ def main() -> None:
             if data["budget_s"] != args.budget_min * 60:
                 raise SystemExit(f"{d} was trained for {data['budget_s']} s, not {args.budget_min * 60} s: "
                                  "use another --out")
-            if data.get("max_steps", 1_000_000) != (args.steps or 1_000_000):
+            if data.get("max_steps", 1_000_000) != base.train.steps:  # races before --steps: no limit
                 raise SystemExit(f"{d} was trained with a limit of {data.get('max_steps', 1_000_000)} steps, not "
                                  f"--steps {args.steps}: use another --out")
             if data.get("seed", 0) != args.seed:

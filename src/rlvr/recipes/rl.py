@@ -69,7 +69,7 @@ from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig, task_at_level
 from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import load_process_scorer, prm_step_inputs
-from rlvr.rewards.pipeline import RewardPipeline, apply_keep
+from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.tasks.curriculum import CurriculumSampler
@@ -641,6 +641,7 @@ class RLRecipe:
             **ro.lag,  # async: policy_version, staleness, rollout process peak memory
         }
         row.update(scored.reward_row)  # reward.source / process diagnostics (e.g. ttrl/label_accuracy)
+        row.update(part_metrics(ro.reward_parts, ro.reward_part_errors))  # reward/<name>: each rubric function
         if ro.guidance_metrics:  # guidance/*: and the accuracy of the trained samples, guided ones included
             row.update(ro.guidance_metrics, **{"guidance/accuracy_with_guidance": sum(v.correct for v in ro.verdicts)
                                        / len(ro.verdicts)})

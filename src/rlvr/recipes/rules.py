@@ -181,6 +181,42 @@ def reward_shaping(cfg: RunConfig) -> None:
 
 
 @rule
+def reward_functions(cfg: RunConfig) -> None:
+    """Each ``reward.functions`` entry is a registered kind with valid options and a usable name; the names are
+    unique and one weight is positive; the rubric replaces the verifier's scaled reward, so the options of that
+    reward and other reward sources are refused beside it."""
+    r = cfg.reward
+    if not r.functions:
+        return
+    from rlvr.rewards.rubric import NAME_PATTERN, REWARD_FUNCTIONS
+
+    seen: dict[str, int] = {}
+    for i, f in enumerate(r.functions):
+        key = f"reward.functions[{i}]"
+        REWARD_FUNCTIONS.entry(f.kind, key=f"{key}.kind")
+        REWARD_FUNCTIONS.check(f.kind, f.params, key=f"{key}.params", max_new_tokens=cfg.rollout.max_new_tokens)
+        name = f.name or f.kind
+        if not NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"{key}.name: {name!r} is not a metric name (a letter, then letters, digits, _ . -; "
+                             "at most 64)")
+        if name in seen:
+            raise ValueError(f"{key}.name: {name!r} is already the name of reward.functions[{seen[name]}]; "
+                             "give one of them another name")
+        seen[name] = i
+    if not any(f.weight > 0 for f in r.functions):
+        raise ValueError("reward.functions: every weight is 0, so nothing would be trained on; give one a weight > 0")
+    from rlvr.rewards.rubric import Rubric
+
+    Rubric.from_specs(r.functions)  # each factory checks its options (nothing heavy loads before a first call)
+    if r.source != "verifier":
+        raise ValueError(f"reward.functions replaces the verifier's reward; reward.source={r.source} replaces it "
+                         "too: use one of them")
+    if (r.correct_reward, r.wrong_reward) != (1.0, 0.0):
+        raise ValueError("reward.correct_reward / wrong_reward scale the reward of a run without reward.functions; "
+                         "with functions, set the verifier function's params {correct: ..., wrong: ...}")
+
+
+@rule
 def process_rewards(cfg: RunConfig) -> None:
     """``reward.process_prm`` is a PRM directory; its transforms, credit, filter and input format are valid."""
     r = cfg.reward

@@ -11,3 +11,5 @@ __all__ = [
     "laser_reward",
     "soft_overlong_punishment",
 ]
+
+import rlvr.rewards.functions  # noqa: E402,F401 - registers the built-in reward-function kinds

@@ -6,6 +6,8 @@ The steps, in the order :class:`RewardPipeline` composes them (the only place th
     noise           reward.flip_false_positive / flip_false_negative: verdicts flipped at random (experiments;
                     the flipped verdict becomes the return)
     scaling         wrong_reward + (correct_reward - wrong_reward) * return           (the verifier's reward)
+                    or, when reward.functions lists a rubric, the weighted sum of its functions
+                    (:mod:`rlvr.rewards.rubric`; every function's values are kept as the group's parts)
     source          a reward source other than the verifier replaces that reward (REWARD_SOURCES: one tagged
                     ``collect`` when the group is collected; one tagged ``policy`` from the policy's forward
                     pass after collection, :meth:`RewardPipeline.policy_source`)
@@ -34,12 +36,14 @@ from torch import Tensor
 from rlvr.algorithms.gae import gae_advantages, masked_whiten
 from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
 from rlvr.rewards.noisy import flip_rewards
+from rlvr.rewards.rubric import Rubric
 from rlvr.rewards.settings import RewardConfig
 from rlvr.rewards.shaping import REWARD_SHAPING
 from rlvr.rewards.sources import REWARD_SOURCES, GroupInput, compute_group_rewards
 from rlvr.types import Problem, Sample, Verdict
 
-__all__ = ["GroupScores", "RewardPipeline", "source_stage", "apply_keep", "mean_metrics"]
+__all__ = ["GroupScores", "RewardPipeline", "source_stage", "apply_keep", "mean_metrics", "part_metrics",
+           "build_rubric"]
 
 STAGES = ("base score", "noise", "scaling", "source", "shaping", "process credit")
 """The pipeline's steps, in order."""
@@ -82,6 +86,10 @@ class GroupScores:
     or a collected source's rewards."""
     sourced: bool = False
     """Whether a reward source other than the verifier set the reward."""
+    parts: dict[str, Tensor] = field(default_factory=dict)
+    """With a rubric (``reward.functions``): each function's [G] values, unweighted, by name."""
+    part_errors: dict[str, int] = field(default_factory=dict)
+    """With a rubric: each function's calls that raised (scored 0)."""
 
     @property
     def filter_signal(self) -> Tensor:
@@ -107,6 +115,7 @@ class RewardPipeline:
         self.settings, self.max_new_tokens, self.seed = settings, max_new_tokens, seed
         self.stage = source_stage(settings.source)
         self.shaping = [(REWARD_SHAPING.get(name), dict(opts or {})) for name, opts in settings.shaping.items()]
+        self.rubric = build_rubric(settings)
 
     # ------------------------------------------------------------------ at collection, per group
     def score_group(self, problem: Problem, samples: Sequence[Sample], *, noise: torch.Generator,
@@ -136,7 +145,12 @@ class RewardPipeline:
             g.returns = g.correct
 
     def scale(self, g: GroupScores) -> None:
-        """The verifier's reward: ``wrong_reward + (correct_reward - wrong_reward) * return``."""
+        """The verifier's reward: ``wrong_reward + (correct_reward - wrong_reward) * return``; with a rubric, the
+        weighted sum of its functions (their values kept in ``g.parts``)."""
+        if self.rubric:
+            scored = self.rubric.score(g)
+            g.reward, g.parts, g.part_errors = scored.reward, scored.parts, scored.errors
+            return
         s = self.settings
         g.reward = s.wrong_reward + (s.correct_reward - s.wrong_reward) * g.returns
 
@@ -254,6 +268,32 @@ def apply_keep(advantages: Tensor, keep: Tensor | None) -> Tensor:
         return advantages
     k = keep.to(advantages.dtype)
     return advantages * (k[:, None] if advantages.dim() == 2 else k)
+
+
+_RUBRICS: dict[str, Rubric] = {}
+
+
+def build_rubric(settings: RewardConfig) -> Rubric:
+    """The rubric of ``reward.functions`` (empty when none are listed), built once per distinct list in a process
+    (collection builds a pipeline every step)."""
+    if not settings.functions:
+        return Rubric([])
+    key = repr([f.model_dump() for f in settings.functions])
+    if key not in _RUBRICS:
+        _RUBRICS[key] = Rubric.from_specs(settings.functions)
+    return _RUBRICS[key]
+
+
+def part_metrics(parts: dict[str, Tensor], errors: dict[str, int]) -> dict[str, float]:
+    """``reward/<name>``: each rubric function's mean value over the batch (finite values only: a weight-0
+    function may return NaN); ``reward/<name>/errors``: its calls that raised, when any did."""
+    row: dict[str, float] = {}
+    for name, v in parts.items():
+        finite = v[torch.isfinite(v)]
+        row[f"reward/{name}"] = float(finite.mean()) if finite.numel() else math.nan
+        if errors.get(name):
+            row[f"reward/{name}/errors"] = float(errors[name])
+    return row
 
 
 def mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:

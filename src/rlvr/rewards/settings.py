@@ -7,7 +7,17 @@ from typing import Any, Literal
 
 from rlvr.config import ConfigModel, option
 
-__all__ = ["RewardConfig"]
+__all__ = ["RewardConfig", "RewardFunctionSpec"]
+
+
+class RewardFunctionSpec(ConfigModel):
+    """One entry of ``reward.functions``: a registered reward-function kind, its name, weight and options."""
+
+    kind: str = option("verifier", "registered reward-function kind (rlvr.rewards.rubric.REWARD_FUNCTIONS): "
+                                   "verifier, format, overlong, laser, length, calibration, or a plugin's")
+    name: str | None = option(None, "the name it is logged under (reward/<name>); default: the kind")
+    weight: float = option(1.0, "its weight in the reward; 0: computed and logged, never trained on", ge=0)
+    params: dict[str, Any] = option(None, "the kind's options", default_factory=dict)
 
 
 class RewardConfig(ConfigModel):
@@ -17,6 +27,11 @@ class RewardConfig(ConfigModel):
     warn_verifier_errors: float = option(0.2, "warn on the console, with the first error, when more than this "
                                               "share of a step's verdicts are verifier errors (exceptions, scored "
                                               "0); 1: never", ge=0, le=1)
+    functions: list[RewardFunctionSpec] = option(
+        None, "the reward as a weighted rubric: each entry {kind, name, weight, params}, the reward the sum of "
+              "weight * value over the entries of weight > 0, every entry logged as reward/<name>; empty: the "
+              "verifier's reward scaled by correct_reward / wrong_reward (rlvr.rewards.rubric)",
+        default_factory=list)
     correct_reward: float = option(1.0, "reward when the verifier accepts")
     wrong_reward: float = option(0.0, "reward when the verifier rejects")
     shaping: dict[str, dict[str, Any]] = option(

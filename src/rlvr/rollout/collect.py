@@ -70,6 +70,10 @@ class Collected:
     """[N] bool: samples the reward source keeps (None: all)."""
     guidance_metrics: dict[str, float] = field(default_factory=dict)
     """``guidance/*`` metrics (hints, demonstrations)."""
+    reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    """With a rubric (``reward.functions``): each function's [N] values, unweighted, by name."""
+    reward_part_errors: dict[str, int] = field(default_factory=dict)
+    """With a rubric: each function's calls that raised (scored 0), over the chosen groups."""
 
 
 def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
@@ -156,6 +160,9 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
     if any(g.sourced for g in chosen):
         out.source_metrics = mean_metrics([g.metrics for g in chosen])
         out.keep = torch.cat([g.keep for g in chosen])
+    if chosen and chosen[0].parts:
+        out.reward_parts = {k: torch.cat([g.parts[k] for g in chosen]) for k in chosen[0].parts}
+        out.reward_part_errors = {k: sum(g.part_errors.get(k, 0) for g in chosen) for k in chosen[0].parts}
     if settings.guided:
         out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations)
     return out

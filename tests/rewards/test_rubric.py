@@ -1,0 +1,275 @@
+"""The reward as a weighted rubric of reward functions (rlvr.rewards.rubric, reward.functions): each kind by hand,
+the weighted sum, weight-0 functions that never reach the reward or the gradient, a one-verifier rubric equal to a
+run without one bit for bit, per-function metrics through the real loop, and refusals when the config loads."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import close, make_model, make_tokenizer, tiny_run_config
+from rlvr.config import ConfigError, load_config
+from rlvr.recipes.config import RunConfig
+from rlvr.recipes.rl import RLRecipe
+from rlvr.rewards.functions.calibration import stated_confidence
+from rlvr.rewards.pipeline import GroupScores, RewardPipeline
+from rlvr.rewards.rubric import REWARD_FUNCTIONS, RewardFunction, Rubric, reward_function
+from rlvr.rewards.settings import RewardConfig, RewardFunctionSpec
+from rlvr.trackers import read_metrics
+from rlvr.types import ComponentError, Problem, Sample, Verdict
+
+PROBLEM = Problem("p", prompt="What is 1 + 1?", answer="2")
+
+
+def _group(correct: list[int], lengths: list[int], texts: list[str]) -> GroupScores:
+    samples = [Sample("p", [1], [5] * n, [0.0] * n, t, "stop", i, verdict=Verdict(float(c), None, "hand"),
+                      reward=float(c)) for i, (c, n, t) in enumerate(zip(correct, lengths, texts))]
+    return GroupScores.of(PROBLEM, samples, max_new_tokens=8)
+
+
+def _rubric(*specs: dict) -> Rubric:
+    return Rubric.from_specs([RewardFunctionSpec(**s) for s in specs])
+
+
+# --------------------------------------------------------------------------- each kind by hand
+def test_weighted_sum_of_verifier_format_length_and_calibration_by_hand():
+    texts = [r"\boxed{2} <confidence>0.9</confidence>",  # right, boxed, confident
+             "it is 3 <confidence>80%</confidence>",  # wrong, no box, 0.8 stated
+             r"\boxed{} <confidence>0.5</confidence><confidence>0.1</confidence>"]  # wrong, empty box, two stated
+    g = _group([1, 0, 0], [2, 4, 8], texts)
+    r = _rubric({"kind": "verifier"}, {"kind": "format", "weight": 0.5}, {"kind": "length", "weight": 0.25},
+                {"kind": "calibration", "weight": 2.0}).score(g)
+    close(r.parts["verifier"], [1.0, 0.0, 0.0])
+    close(r.parts["format"], [1.0, 0.0, 0.0])  # an empty box is no box
+    close(r.parts["length"], [-2 / 8, -4 / 8, -8 / 8])
+    close(r.parts["calibration"], [-(0.9 - 1) ** 2, -(0.8 - 0) ** 2, -1.0])  # two confidences: a hedge, -1
+    want = [1 + 0.5 * 1 + 0.25 * (-0.25) + 2 * (-0.01),
+            0 + 0 + 0.25 * (-0.5) + 2 * (-0.64),
+            0 + 0 + 0.25 * (-1.0) + 2 * (-1.0)]
+    close(r.reward, want)
+    assert r.errors == {"verifier": 0, "format": 0, "length": 0, "calibration": 0}
+
+
+def test_overlong_and_laser_by_hand_and_laser_equals_the_shaping_term():
+    g = _group([1, 0, 1], [3, 5, 8], ["a", "b", "c"])
+    r = _rubric({"kind": "verifier"}, {"kind": "overlong", "params": {"cache_len": 4}},
+                {"kind": "laser", "weight": 0.5, "params": {"target_length": 3}}).score(g)
+    # overlong, budget 8, cache 4: 0 up to 4 tokens, then (4 - L) / 4: [0, -0.25, -1]
+    close(r.parts["overlong"], [0.0, -0.25, -1.0])
+    close(r.parts["laser"], [1.0, 0.0, 0.0])
+    close(r.reward, [1.5, -0.25, 0.0])
+    # the same LASER as the older shaping term, reward.shaping={laser: {target_length: 3, alpha: 0.5}}
+    shaped = RewardPipeline(RewardConfig(shaping={"laser": {"target_length": 3, "alpha": 0.5}}), max_new_tokens=8)
+    rubric = RewardPipeline(RewardConfig(functions=[RewardFunctionSpec(kind="verifier"), RewardFunctionSpec(
+        kind="laser", weight=0.5, params={"target_length": 3})]), max_new_tokens=8)
+    samples = g.samples
+    noise = torch.Generator().manual_seed(0)
+    assert torch.equal(shaped.score_group(PROBLEM, samples, noise=noise).reward,
+                       rubric.score_group(PROBLEM, samples, noise=noise).reward)
+
+
+def test_named_verifier_scores_the_completion_and_the_scale_applies():
+    g = _group([0, 0], [2, 2], [r"<answer>2</answer>", "2"])
+    r = _rubric({"kind": "verifier", "name": "fmt", "params": {"verifier": "format", "verifier_params": {"think": False},
+                                                                "correct": 2.0, "wrong": -1.0}}).score(g)
+    close(r.parts["fmt"], [2.0, -1.0])
+
+
+# --------------------------------------------------------------------------- properties
+@settings(max_examples=200, deadline=None)
+@given(correct=st.lists(st.integers(0, 1), min_size=1, max_size=8),
+       metric=st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=8, max_size=8))
+def test_a_weight_zero_function_never_changes_the_reward(correct, metric):
+    """Whatever a weight-0 function returns (NaN and infinities included), the reward is the one without it."""
+    name = "hypothesis_metric"
+    REWARD_FUNCTIONS.unregister(name)
+
+    @reward_function(name, scope="group")
+    def factory():
+        return lambda completions: metric[:len(completions)]
+
+    try:
+        g = _group(correct, [3] * len(correct), ["x"] * len(correct))
+        base = _rubric({"kind": "verifier"}, {"kind": "length", "weight": 0.1}).score(g)
+        with_metric = _rubric({"kind": "verifier"}, {"kind": name, "weight": 0.0},
+                              {"kind": "length", "weight": 0.1}).score(g)
+        assert torch.equal(base.reward, with_metric.reward)
+        assert torch.equal(with_metric.parts[name], torch.tensor(metric[:len(correct)], dtype=torch.float32),
+                           ) or any(math.isnan(x) for x in metric[:len(correct)])
+    finally:
+        REWARD_FUNCTIONS.unregister(name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(p=st.floats(0, 1), q=st.floats(0, 1))
+def test_calibration_pays_most_in_expectation_for_the_true_probability(p, q):
+    """Brier is proper: if the answer is right with probability p, stating p earns at least as much in expectation
+    as stating any q; and stating nothing earns no more than stating anything."""
+    fn = RewardFunction.build("calibration").fn
+
+    def expected(stated: str) -> float:
+        return p * fn(stated, 1.0) + (1 - p) * fn(stated, 0.0)
+
+    honest = expected(f"<confidence>{p!r}</confidence>")
+    other = expected(f"<confidence>{q!r}</confidence>")
+    assert honest >= other - 1e-12
+    assert expected("no confidence") <= min(honest, other)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("<confidence>0.25</confidence>", 0.25), ("<confidence> 75% </confidence>", 0.75), ("<confidence>1</confidence>", 1.0),
+    ("<confidence>1.5</confidence>", None), ("<confidence>-0.1</confidence>", None), ("<confidence>nan</confidence>", None),
+    ("<confidence>0.2</confidence> or <confidence>0.9</confidence>", None), ("<confidence>0.2 or 0.9</confidence>", None),
+    ("<confidence>0.2", None), ("confidence: 0.9", None), ("<confidence><confidence>0.9</confidence>", None),
+])
+def test_stated_confidence_takes_one_number_in_the_unit_interval(text, want):
+    assert stated_confidence(text) == want
+
+
+def test_a_function_that_raises_scores_zero_and_is_counted_a_bad_return_stops():
+    name = "flaky_test_fn"
+    REWARD_FUNCTIONS.unregister(name)
+
+    @reward_function(name)
+    def factory():
+        def score(completion):
+            if completion == "boom":
+                raise RuntimeError("user code failed")
+            return 1.0
+        return score
+
+    try:
+        g = _group([1, 1, 1], [1, 1, 1], ["a", "boom", "c"])
+        r = _rubric({"kind": "verifier"}, {"kind": name}).score(g)
+        close(r.parts[name], [1.0, 0.0, 1.0])
+        assert r.errors[name] == 1
+    finally:
+        REWARD_FUNCTIONS.unregister(name)
+    REWARD_FUNCTIONS.unregister("bad_return_fn")
+    REWARD_FUNCTIONS.add("bad_return_fn", lambda: (lambda completion: "1.0"), tags={"sample"})
+    try:
+        with pytest.raises(ComponentError, match="bad_return_fn.*returned str"):
+            _rubric({"kind": "bad_return_fn"}).score(g)
+    finally:
+        REWARD_FUNCTIONS.unregister("bad_return_fn")
+
+
+def test_a_function_may_name_only_the_documented_inputs():
+    REWARD_FUNCTIONS.unregister("asks_too_much")
+    REWARD_FUNCTIONS.add("asks_too_much", lambda: (lambda completion, secret_label: 1.0), tags={"sample"})
+    try:
+        with pytest.raises(ComponentError, match="'secret_label', which is not an input"):
+            RewardFunction.build("asks_too_much")
+    finally:
+        REWARD_FUNCTIONS.unregister("asks_too_much")
+
+
+# --------------------------------------------------------------------------- through the real loop
+def _last_digit(completion: str, reference: str) -> Verdict:
+    a = str(len(completion) % 3)
+    return Verdict(1.0 if a == reference else 0.0, a, "len mod 3")
+
+
+PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
+         [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
+
+
+class Recorder(RLRecipe):
+    def advantages(self, ro):
+        scored = super().advantages(ro)
+        self.seen = getattr(self, "seen", []) + [(ro, scored)]
+        return scored
+
+
+def _run(out: Path, *extra: str):
+    tok = make_tokenizer()
+    r = Recorder(tiny_run_config(out, "train.steps=3", "rollout.max_new_tokens=6", *extra),
+                 model=make_model(tok, seed=0), tokenizer=tok, problems=PROBS, verifier=_last_digit)
+    r.train()
+    return r, read_metrics(Path(out) / "metrics.jsonl")
+
+
+_TIMING = ("time", "_s", "tokens_per_s", "rss", "share")
+
+
+def _untimed(row: dict) -> dict:
+    return {k: v for k, v in row.items() if not any(t in k for t in _TIMING) and not k.startswith("reward/")}
+
+
+def test_a_one_verifier_rubric_and_a_weight_zero_metric_train_exactly_like_no_rubric(tmp_path):
+    base, base_rows = _run(tmp_path / "base")
+    one, one_rows = _run(tmp_path / "one", "reward.functions=[{kind: verifier}]")
+    extra, extra_rows = _run(tmp_path / "extra", "reward.functions=[{kind: verifier}, {kind: length, weight: 0}, "
+                                                 "{kind: calibration, weight: 0}]")
+    for rows in (one_rows, extra_rows):
+        assert [_untimed(r) for r in rows] == [_untimed(r) for r in base_rows]
+    for r in (one, extra):
+        for (ro_a, s_a), (ro_b, s_b) in zip(base.seen, r.seen):
+            assert [s.text for s in ro_a.samples] == [s.text for s in ro_b.samples]
+            assert torch.equal(s_a.rewards, s_b.rewards) and torch.equal(s_a.advantages, s_b.advantages)
+        for p, q in zip(base.model.parameters(), r.model.parameters()):
+            assert torch.equal(p, q)  # the weights after 3 updates: bit for bit
+    assert all("reward/verifier" in row and "reward/length" in row and "reward/calibration" in row
+               for row in extra_rows)
+    assert "reward/verifier" not in base_rows[0]
+
+
+def test_a_composite_rubric_trains_on_the_hand_computed_weighted_sum_and_logs_each_part(tmp_path):
+    r, rows = _run(tmp_path, "reward.functions=[{kind: verifier}, {kind: length, name: brevity, weight: 0.5}]",
+                   "algorithm.advantage=rloo")
+    G = 4
+    for (ro, scored), row in zip(r.seen, rows):
+        correct = torch.tensor([float(v.correct) for v in ro.verdicts])
+        lengths = torch.tensor([float(s.num_tokens) for s in ro.samples])
+        want = correct + 0.5 * (-lengths / 6)
+        close(scored.rewards, want)
+        # RLOO by hand: each sample's reward minus the mean of the other G - 1 in its group
+        grouped = want.view(-1, G)
+        loo = (grouped.sum(1, keepdim=True) - grouped) / (G - 1)
+        close(scored.advantages.reshape(-1, G) if scored.advantages.dim() == 1 else scored.advantages,
+              (grouped - loo))
+        assert row["reward/verifier"] == pytest.approx(float(correct.mean()))
+        assert row["reward/brevity"] == pytest.approx(float((-lengths / 6).mean()))
+        assert row["reward_mean"] == pytest.approx(float(want.mean()), abs=1e-6)
+
+
+# --------------------------------------------------------------------------- refusals at load
+@pytest.mark.parametrize("override,match", [
+    ("reward.functions=[{kind: verifer}]", r"reward.functions\[0\].kind: unknown reward function 'verifer'.*did you "
+                                           r"mean 'verifier'"),
+    ("reward.functions=[{kind: verifier, weight: -1}]", r"reward.functions\[0\].weight: must be >= 0"),
+    ("reward.functions=[{kind: verifier, weight: .nan}]", r"reward.functions\[0\].weight: must be a finite number"),
+    ("reward.functions=[{kind: verifier, weight: 0}]", "every weight is 0"),
+    ("reward.functions=[{kind: verifier}, {kind: verifier}]", r"reward.functions\[1\].name: 'verifier' is already"),
+    ("reward.functions=[{kind: verifier, params: {verifier: nope}}]", r"reward.functions\[0\].params: verifier: "
+                                                                      "unknown verifier 'nope'"),
+    ("reward.functions=[{kind: overlong, params: {cache_len: 100}}]", "cache_len=100 must be at most"),
+    ("reward.functions=[{kind: verifier, params: {foo: 1}}]", r"params.foo: not an option"),
+    ("reward.functions=[{kind: verifier, name: 'a b'}]", "is not a metric name"),
+    ("reward.functions=[{kind: calibration, params: {tag: '<x>'}}]", "plain tag name"),
+])
+def test_bad_rubrics_are_refused_when_the_config_loads(tmp_path, override, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", override])
+
+
+@pytest.mark.parametrize("extra,match", [
+    ("reward.source=majority_vote", "reward.source=majority_vote replaces it too"),
+    ("reward.correct_reward=2", "set the verifier function's params"),
+])
+def test_a_rubric_beside_the_options_it_replaces_is_refused(tmp_path, extra, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[{kind: verifier}]", extra])
+
+
+def test_a_rubric_in_a_yaml_file_names_the_file_and_line_of_a_bad_entry(tmp_path):
+    f = tmp_path / "run.yaml"
+    f.write_text("reward:\n  functions:\n    - kind: verifier\n    - kind: format\n      weight: -0.5\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(RunConfig, f, [f"train.output_dir={tmp_path}"])
+    assert "reward.functions[1].weight" in str(e.value) and "run.yaml" in str(e.value)

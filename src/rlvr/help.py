@@ -147,6 +147,7 @@ def component_kinds() -> list[Kind]:
     from rlvr.engines.registry import ENGINES
     from rlvr.envs import ENVIRONMENTS
     from rlvr.learner.passes import POLICY_INPUTS
+    from rlvr.rewards.rubric import REWARD_FUNCTIONS
     from rlvr.rewards.shaping import REWARD_SHAPING
     from rlvr.rewards.sources import REWARD_SOURCES
     from rlvr.tasks.registry import TASKS
@@ -157,6 +158,8 @@ def component_kinds() -> list[Kind]:
         Kind("rollout engines", "rollout.engine (options in rollout.engine_params)", ENGINES),
         Kind("environments", "env.name (options in env.params)", ENVIRONMENTS),
         Kind("verifiers", "reward.verifier (options in reward.verifier_params)", VERIFIERS),
+        Kind("reward functions", "reward.functions (items: {kind, name, weight >= 0 (0: logged only), params})",
+             REWARD_FUNCTIONS),
         Kind("reward sources", "reward.source (options in reward.source_params)", REWARD_SOURCES),
         Kind("policy passes", "what a reward source tagged policy needs (filled by the entry tagged with it)",
              POLICY_INPUTS),

@@ -29,7 +29,9 @@ def stated_confidence(text: str, tag: str = "confidence") -> float | None:
 
 @reward_function("calibration")
 def calibration_reward(tag: str = "confidence") -> Callable[..., float]:
-    """RLCR's calibration term (Damani et al. 2025, "Beyond Binary Rewards: Training LMs to Reason About Their
+    """RLCR's calibration term: the negative Brier score of a stated confidence.
+
+    RLCR (Damani et al. 2025, "Beyond Binary Rewards: Training LMs to Reason About Their
     Uncertainty", Eq. 2: ``R = 1[y = y*] - (q - 1[y = y*])^2``): the negative Brier score ``-(q - c)^2`` of the
     confidence ``q`` stated in ``<confidence>q</confidence>``, with ``c`` the verdict; -1 (the worst a stated
     confidence can score) when no single confidence in [0, 1] is stated, so leaving it out never pays.

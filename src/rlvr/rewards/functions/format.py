@@ -13,7 +13,9 @@ __all__ = ["format_reward"]
 @reward_function("format")
 def format_reward(think: bool = False, answer: bool = False, boxed: bool = True, strict: bool = True,
                   think_open_optional: bool = False, max_chars: int = 1_000_000) -> Callable[..., float]:
-    """1.0 when every enabled check of :func:`rlvr.verifiers.format.check_format` passes (``think``: one
+    """1 when the completion has the asked-for shape (tags, a box), else 0.
+
+    1.0 when every enabled check of :func:`rlvr.verifiers.format.check_format` passes (``think``: one
     non-empty ``<think>`` block; ``answer``: one ``<answer>`` block; ``boxed``: a non-empty ``\\boxed{}``), else 0.
 
     The default asks for a box only (the demo's prompt); the reference is never read, so the format alone earns

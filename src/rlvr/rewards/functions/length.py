@@ -20,7 +20,9 @@ def _check_overlong(params: dict[str, Any], *, max_new_tokens: int | None = None
 
 @reward_function("overlong", check=_check_overlong)
 def overlong_reward(cache_len: PositiveInt) -> Callable[..., float]:
-    """DAPO's soft overlong punishment (Yu et al. 2025, Eq. 13; :func:`~rlvr.rewards.shaping.soft_overlong_punishment`):
+    """DAPO's soft overlong punishment: a ramp from 0 to -1 over the last ``cache_len`` tokens of the budget.
+
+    DAPO (Yu et al. 2025, Eq. 13; :func:`~rlvr.rewards.shaping.soft_overlong_punishment`):
     0 up to ``max_new_tokens - cache_len`` tokens, then a linear ramp to -1 at ``max_new_tokens``."""
 
     def score(num_tokens: int, max_new_tokens: int) -> float:
@@ -31,7 +33,9 @@ def overlong_reward(cache_len: PositiveInt) -> Callable[..., float]:
 
 @reward_function("laser")
 def laser_reward_fn(target_length: PositiveInt) -> Callable[..., float]:
-    """LASER's bonus (Liu et al. 2025, Sec. 3: ``R^ = C(y) + alpha 1[y correct] 1[L(y) <= L_T]``): 1 for a correct
+    """LASER's bonus: 1 for a correct answer of at most ``target_length`` tokens (the weight is LASER's alpha).
+
+    LASER (Liu et al. 2025, Sec. 3: ``R^ = C(y) + alpha 1[y correct] 1[L(y) <= L_T]``): 1 for a correct
     answer of at most ``target_length`` tokens, else 0; the rubric's weight is LASER's ``alpha``, and a
     ``verifier`` function beside it is ``C(y)``."""
 
@@ -43,8 +47,9 @@ def laser_reward_fn(target_length: PositiveInt) -> Callable[..., float]:
 
 @reward_function("length")
 def length_reward() -> Callable[..., float]:
-    """Minus the share of the length budget used, ``-|y| / max_new_tokens`` in [-1, 0]: with weight ``c``, a
-    penalty of ``c`` for a completion that fills ``rollout.max_new_tokens``."""
+    """Minus the share of the length budget used, ``-|y| / max_new_tokens``.
+
+    In [-1, 0]: with weight ``c``, a penalty of ``c`` for a completion that fills ``rollout.max_new_tokens``."""
 
     def score(num_tokens: int, max_new_tokens: int) -> float:
         return -num_tokens / max_new_tokens

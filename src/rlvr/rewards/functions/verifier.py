@@ -23,7 +23,9 @@ def _check(params: dict[str, Any], **_: Any) -> None:
 @reward_function("verifier", check=_check)
 def verifier_reward(verifier: str | None = None, verifier_params: dict[str, Any] | None = None,
                     correct: float = 1.0, wrong: float = 0.0) -> Callable[..., float]:
-    """``wrong + (correct - wrong) * s``, where ``s`` is the episode's return (its task's verifier or environment,
+    """The episode's verified return, or a named verifier's score, scaled to [wrong, correct].
+
+    ``wrong + (correct - wrong) * s``, where ``s`` is the episode's return (its task's verifier or environment,
     after ``reward.flip_*`` noise) or, with ``verifier``, the score of that registered verifier on the completion.
 
     Without ``name`` this is the reward of a run without ``reward.functions`` (``reward.correct_reward`` /

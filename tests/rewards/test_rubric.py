@@ -273,3 +273,65 @@ def test_a_rubric_in_a_yaml_file_names_the_file_and_line_of_a_bad_entry(tmp_path
     with pytest.raises(ConfigError) as e:
         load_config(RunConfig, f, [f"train.output_dir={tmp_path}"])
     assert "reward.functions[1].weight" in str(e.value) and "run.yaml" in str(e.value)
+
+
+# --------------------------------------------------------------------------- a learned outcome RM in the loop
+@pytest.fixture
+def orm_dir(tmp_path):
+    """A tiny one-label sequence classifier saved as an HF directory (what `rlvr rm train kind=orm` writes)."""
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    tok = make_tokenizer()
+    torch.manual_seed(7)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, num_labels=1,
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    model = LlamaForSequenceClassification(cfg)
+    with torch.no_grad():
+        model.score.weight.normal_(0, 0.1)  # spread the scores (a fresh head gives ~0.5 everywhere)
+    path = tmp_path / "orm"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_batched_rm_scores_equal_one_at_a_time(orm_dir):
+    from rlvr.rewards.models import OutcomeRewardModel
+
+    rm = OutcomeRewardModel(str(orm_dir))
+    items = [(PROBS[0][i % 8], "x" * (1 + 5 * i) + str(i)) for i in range(7)]  # different lengths: padding
+    one = [rm.score(p, c) for p, c in items]
+    assert len(set(round(x, 4) for x in one)) > 3  # the scores differ, so the comparison means something
+    close(rm.score_many(items, batch_size=3), one, tol=1e-5)
+
+
+def test_outcome_rm_beside_the_verifier_trains_on_the_hand_computed_sum_and_draws_the_heldout_curve(tmp_path,
+                                                                                                     orm_dir):
+    from rlvr.rewards.models import OutcomeRewardModel
+
+    r, rows = _run(tmp_path / "run", f"reward.functions=[{{kind: verifier}}, {{kind: outcome_rm, weight: 0.5, "
+                                     f"params: {{path: '{orm_dir}', device: cpu, batch_size: 3}}}}]", "eval.every=3")
+    rm = OutcomeRewardModel(str(orm_dir))
+    by_id = {p.id: p for p in PROBS[0]}
+    for (ro, scored), row in zip(r.seen, rows):
+        rm_scores = torch.tensor([rm.score(by_id[s.problem_id], s.text) for s in ro.samples])
+        correct = torch.tensor([float(v.correct) for v in ro.verdicts])
+        close(scored.rewards, correct + 0.5 * rm_scores, tol=1e-5)
+        assert row["reward/outcome_rm"] == pytest.approx(float(rm_scores.mean()), abs=1e-5)
+    heldout = read_metrics(tmp_path / "run" / "heldout.jsonl")
+    assert [h["step"] for h in heldout] == [3]
+    assert 0.0 <= heldout[0]["heldout_reward/outcome_rm"] <= 1.0 and "heldout_reward/verifier" in heldout[0]
+    assert heldout[0]["heldout_reward/verifier"] == pytest.approx(heldout[0]["heldout_accuracy"])
+
+
+def test_an_outcome_rm_that_is_not_a_classifier_is_refused_at_load(tmp_path):
+    from conftest import make_model as mk
+
+    tok = make_tokenizer()
+    mk(tok).save_pretrained(tmp_path / "lm")
+    with pytest.raises(ConfigError, match=r"reward.functions\[1\].params: .*must be a sequence classifier"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[{kind: verifier}, "
+                                      f"{{kind: outcome_rm, params: {{path: '{tmp_path / 'lm'}'}}}}]"])
+    with pytest.raises(ConfigError, match="not a model directory"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}",
+                                      f"reward.functions=[{{kind: outcome_rm, params: {{path: '{tmp_path}/no'}}}}]"])

@@ -16,7 +16,8 @@ __all__ = ["evaluate_accuracy"]
 
 def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
                       verifier: Callable[[str, str], Verdict], *, n: int = 1, temperature: float = 0.0,
-                      max_new_tokens: int = 64, seed: int = 1234, keep_samples: int = 0, env=None) -> dict:
+                      max_new_tokens: int = 64, seed: int = 1234, keep_samples: int = 0, env=None,
+                      reward_parts: Callable[[Problem, list], dict] | None = None) -> dict:
     """Generate ``n`` completions per problem and score them.
 
     Returns a dict with ``accuracy`` (mean over all samples), its 95% interval
@@ -27,7 +28,9 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     with its interval (:func:`episode_summary`).  ``reasons`` is the share of the
     samples' verdicts per reason bucket (:func:`~rlvr.rewards.monitors.reason_bucket`:
     ``passed``, ``wrong_answer``, ``syntax_error``... for code).  A single-turn ``env``
-    whose ``step_workers`` is above 1 has its checks run on that many threads.
+    whose ``step_workers`` is above 1 has its checks run on that many threads.  ``reward_parts(problem,
+    samples)`` (the samples' verdicts set) gives named [G] values per group, e.g. a rubric's reward functions;
+    the result then adds ``reward_parts``: each name's mean over the finite values.
     """
     if not problems:
         raise ValueError("evaluate_accuracy needs at least one problem")
@@ -73,9 +76,32 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     summary.update({"samples_per_problem": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
                     "mean_completion_tokens": float(np.mean(lengths)), "per_problem": per_problem,
                     "examples": examples, "reasons": _reason_shares(verdicts)})
+    if reward_parts is not None:
+        summary["reward_parts"] = _reward_parts(reward_parts, problems, groups, verdicts)
     if multi:
         summary["episodes"] = episode_summary([s for g in groups for s in g], max_turns=env.limits.max_turns)
     return summary
+
+
+def _reward_parts(fn: Callable[[Problem, list], dict], problems: Sequence[Problem], groups: list,
+                  verdicts: Sequence[Verdict]) -> dict[str, float]:
+    """Each name's mean over the finite values ``fn`` gives the groups (their samples' verdicts and returns set)."""
+    import torch
+
+    by_sample, values = iter(verdicts), {}
+    for prob, group in zip(problems, groups):
+        for s in group:
+            v = next(by_sample)
+            s.verdict = s.verdict if s.verdict is not None else v
+            s.reward = s.reward if s.reward is not None else float(v.score)
+        for name, t in fn(prob, list(group)).items():
+            values.setdefault(name, []).append(torch.as_tensor(t, dtype=torch.float32).reshape(-1))
+    out = {}
+    for name, ts in values.items():
+        t = torch.cat(ts)
+        t = t[torch.isfinite(t)]
+        out[name] = float(t.mean()) if t.numel() else float("nan")
+    return out
 
 
 def _reason_shares(verdicts: Sequence[Verdict]) -> dict[str, float]:

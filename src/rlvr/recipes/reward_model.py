@@ -299,7 +299,7 @@ def _train_orm(cfg: RMConfig, path: str, tokenizer, train: list[_Problem], held:
     import torch.nn.functional as F
     from transformers import AutoModelForSequenceClassification
 
-    from rlvr.search.scorers import orm_input_ids
+    from rlvr.rewards.models import orm_input_ids
 
     torch.manual_seed(cfg.seed)
     model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=torch.float32)
@@ -361,7 +361,7 @@ def _prm_loss(model, ex, good_id: int, bad_id: int, hard: bool):
 
 
 def _prm_examples(tokenizer, data: list[_Problem], labels: dict, tag_id: int, cfg: RMConfig) -> list:
-    from rlvr.search.scorers import prm_input_ids
+    from rlvr.rewards.models import prm_input_ids
 
     out = []
     for d in data:
@@ -379,7 +379,7 @@ def _prm_labels(cfg: RMConfig, model, tokenizer, data: list[_Problem], verifier:
     (correct and wrong ones alternated, so both outcomes are represented)."""
     from rlvr.engines.base import SamplingParams
     from rlvr.engines.hf import HFEngine
-    from rlvr.search.scorers import split_steps
+    from rlvr.rewards.models import split_steps
     from rlvr.types import Problem
     from rlvr.verifiers import get_verifier, safe_verify
 
@@ -416,7 +416,7 @@ def _train_prm(cfg: RMConfig, model, tokenizer, train: list[_Problem], held: lis
                out: Path) -> tuple[Any, dict]:
     import torch
 
-    from rlvr.search.scorers import aggregate_step_scores, prm_input_ids, split_steps
+    from rlvr.rewards.models import aggregate_step_scores, prm_input_ids, split_steps
 
     tag_id = _token_id(tokenizer, cfg.step_tag, "step_tag")
     good_id = _token_id(tokenizer, cfg.good, "good")

@@ -27,7 +27,7 @@ __all__ = ["load_process_scorer", "prm_step_inputs"]
 def load_process_scorer(rcfg: RewardConfig, device: str = "cpu"):
     """The PRM of ``reward.process_prm`` with its input format from ``rlvr_reward_model.json`` (what ``rlvr rm
     train`` wrote), overridden by ``reward.process_prm_params``; returns ``(scorer, delimiter)``."""
-    from rlvr.search.scorers import ProcessRewardModel, check_reward_model_dir
+    from rlvr.rewards.models import ProcessRewardModel, check_reward_model_dir
 
     check_reward_model_dir(rcfg.process_prm, "prm")
     meta_file = Path(rcfg.process_prm) / "rlvr_reward_model.json"
@@ -49,7 +49,7 @@ def prm_step_inputs(scorer, delimiter: str, samples: Sequence[Sample], prompts: 
     step-end tokens are found in the same string; ``step_ends`` are column indices
     of the [B, T] batch (completions start at the longest prompt's length).
     """
-    from rlvr.search.scorers import split_steps
+    from rlvr.rewards.models import split_steps
 
     P = max(len(s.prompt_ids) for s in samples)
     scores, ends = [], []

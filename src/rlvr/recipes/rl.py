@@ -158,16 +158,20 @@ def _evaluate_heldout(engine, probs: list[Problem], verifier, ecfg, tag: str, ou
 
 
 def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, step: int, rollouts: int,
-                  env=None) -> dict:
-    """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``."""
+                  env=None, reward_parts: Callable | None = None) -> dict:
+    """One ``eval.every`` row: held-out accuracy (eval.n samples at eval.temperature) after ``step``; with
+    ``reward_parts`` (a rubric's functions) each function's mean on the held-out samples as
+    ``heldout_reward/<name>``."""
     ecfg = cfg.eval
     with eval_batch_size(engine, ecfg.batch_size):
         r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n,
                               temperature=ecfg.temperature, max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed,
-                              env=env)
-    return {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
-            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
-            "heldout_per_problem": r["per_problem"]}
+                              env=env, reward_parts=reward_parts)
+    row = {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
+           "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
+           "heldout_per_problem": r["per_problem"]}
+    row.update({f"heldout_reward/{k}": v for k, v in r.get("reward_parts", {}).items()})
+    return row
 
 
 def format_eval(results: dict) -> str:
@@ -812,7 +816,7 @@ class RLRecipe:
         """An ``eval.every`` evaluation, logged to the trackers' ``heldout`` group (heldout.jsonl)."""
         with self.isolated_rng():
             row = periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
-                                env=self.env)
+                                env=self.env, reward_parts=self.rewards.rubric_parts if self.rewards.rubric else None)
         self.tracker.log(row, step, group="heldout")
 
     def interrupted(self, done: int, snap: tuple | None) -> None:

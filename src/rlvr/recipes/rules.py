@@ -223,7 +223,7 @@ def process_rewards(cfg: RunConfig) -> None:
     if r.process_prm is None:
         return
     from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
-    from rlvr.search.scorers import check_reward_model_dir
+    from rlvr.rewards.models import check_reward_model_dir
 
     try:
         check_reward_model_dir(r.process_prm, "prm")

@@ -136,6 +136,12 @@ class RewardPipeline:
         g.reward = self.shape(g, g.reward)
         return g
 
+    def rubric_parts(self, problem: Problem, samples: Sequence[Sample]) -> dict[str, Tensor]:
+        """Each rubric function's [G] values on one group of evaluation samples (their verdicts set; no noise):
+        what the held-out evaluations log beside accuracy (e.g. a learned RM's score against the verified
+        accuracy, the over-optimisation curve)."""
+        return self.rubric.score(GroupScores.of(problem, samples, self.max_new_tokens)).parts
+
     def noise(self, g: GroupScores, generator: torch.Generator) -> None:
         """Flip the verdicts with ``reward.flip_false_positive`` / ``flip_false_negative`` (the flipped verdict is
         the return)."""

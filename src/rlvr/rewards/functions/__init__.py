@@ -1,6 +1,6 @@
 """The built-in reward-function kinds, one module each; importing this package registers them in
 :data:`rlvr.rewards.rubric.REWARD_FUNCTIONS` (a plugin registers its own the same way)."""
 
-from rlvr.rewards.functions import calibration, format, length, verifier  # noqa: F401 - registration
+from rlvr.rewards.functions import calibration, format, length, reward_model, verifier  # noqa: F401 - registration
 
-__all__ = ["calibration", "format", "length", "verifier"]
+__all__ = ["calibration", "format", "length", "reward_model", "verifier"]

@@ -56,9 +56,18 @@ def _R(**kw) -> RewardConfig:
     return RewardConfig(process_baseline="none", **kw)
 
 
-def shape_advantages(rcfg: RewardConfig, *args, **kw):
-    """The reward pipeline's process credit for the section ``rcfg``."""
-    return RewardPipeline(rcfg, max_new_tokens=3).process_credit(*args, **kw)
+def shape_advantages(rcfg: RewardConfig, outcome, rewards, steps, mask, group_size, *, values=None, token_kl=None,
+                     kl_coef=0.0, gae_params=None):
+    """The credit stage's process credit for the reward section ``rcfg`` (what the recipe hands it)."""
+    from rlvr.credit import CreditSettings, CreditStage, ProcessSettings
+
+    process = ProcessSettings(transforms=tuple(rcfg.process_transform_list()), credit=rcfg.process_credit,
+                              credit_params=dict(rcfg.process_credit_params), filter=rcfg.process_filter,
+                              filter_params=dict(rcfg.process_filter_params), baseline=rcfg.process_baseline,
+                              process_coef=rcfg.process_coef, outcome_coef=rcfg.outcome_coef)
+    stage = CreditStage(CreditSettings(group_size=group_size, advantage="gae" if values is not None else "grpo",
+                                       advantage_params=dict(gae_params or {}), kl_coef=kl_coef, process=process))
+    return stage.process_credit(outcome, rewards, steps, mask, values=values, token_kl=token_kl)
 
 
 def test_shape_advantages_by_hand():
@@ -163,7 +172,7 @@ def test_process_advantages_in_the_loop_match_the_hand_formula(tmp_path):
     r.train()
     ro, scored = r.seen[0]
     m = scored.batch.completion_mask
-    expected = r.estimator(ro.rewards, 4)[:, None] * m
+    expected = r.credit.estimator(ro.rewards, 4)[:, None] * m
     P = max(len(s.prompt_ids) for s in ro.samples)
     n_steps = 0
     for i, s in enumerate(ro.samples):

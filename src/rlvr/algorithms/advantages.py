@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.gae import GAEParams
 from rlvr.registry import Registry, params_from_signature
 
 __all__ = [
@@ -399,14 +400,16 @@ def entropy_guided_advantages(rewards: Tensor, group_size: int, *, entropy: Tens
 
 
 # --------------------------------------------------------------------------- registry
-def _gae_estimator(rewards: Tensor, group_size: int, *, values: Tensor, mask: Tensor, gamma: float = 1.0,
-                   lam: float = 1.0, kl: Tensor | None = None, kl_coef: float = 0.0,
-                   whiten: bool = True) -> tuple[Tensor, Tensor]:
+def _gae_estimator(rewards: Tensor, group_size: int, *, values: Tensor, mask: Tensor, kl: Tensor | None = None,
+                   kl_coef: float = 0.0, **options: Any) -> tuple[Tensor, Tensor]:
     """PPO advantages from a learned value head with GAE, and the returns (the critic's targets): ``(advantages
-    [B, T], returns [B, T])``; see :func:`rlvr.algorithms.gae.ppo_gae_advantages`."""
-    from rlvr.algorithms.gae import ppo_gae_advantages
+    [B, T], returns [B, T])``; see :func:`rlvr.algorithms.gae.ppo_gae_advantages`.  ``options`` (gamma, lam,
+    whiten) and their defaults are :class:`rlvr.algorithms.gae.GAEParams`."""
+    from rlvr.algorithms.gae import GAEParams, ppo_gae_advantages
 
-    return ppo_gae_advantages(rewards, values, mask, gamma=gamma, lam=lam, kl=kl, kl_coef=kl_coef, whiten=whiten)
+    p = GAEParams.model_validate(options)
+    return ppo_gae_advantages(rewards, values, mask, gamma=p.gamma, lam=p.lam, kl=kl, kl_coef=kl_coef,
+                              whiten=p.whiten)
 
 
 def _noisy_backward(rewards: Tensor, group_size: int, *, rho0: float, rho1: float, base: str = "reinforce",
@@ -448,7 +451,8 @@ _A.add("reinforce_pp", reinforce_pp_advantages, inputs={"mask", "kl", "kl_coef"}
 _A.add("reinforce_pp_baseline", functools.partial(reinforce_pp_advantages, baseline="group_mean"),
        params=params_from_signature(reinforce_pp_advantages, skip=2, exclude={"mask", "kl", "kl_coef", "baseline"}),
        inputs={"mask", "kl", "kl_coef"}, doc="REINFORCE++ with the group mean as baseline")
-_A.add("gae", _gae_estimator, needs={"values", "mask"}, inputs={"kl", "kl_coef"}, tags={"single_sample", "critic"})
+_A.add("gae", _gae_estimator, params=GAEParams, needs={"values", "mask"}, inputs={"kl", "kl_coef"},
+       tags={"single_sample", "critic"})
 def _check_passk(params: dict, group_size: int, **_) -> None:
     k = params["k"]  # the option's default filled in by the registry
     if k > group_size:

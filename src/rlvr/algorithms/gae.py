@@ -11,12 +11,24 @@ completion tokens; masked-out positions are skipped (a value of the next
 from __future__ import annotations
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from rlvr.algorithms.kl import kl_in_reward
 from rlvr.algorithms.losses import aggregate_loss, masked_mean
 
-__all__ = ["gae_advantages", "ppo_gae_advantages", "value_loss", "masked_whiten"]
+__all__ = ["gae_advantages", "ppo_gae_advantages", "value_loss", "masked_whiten", "GAEParams"]
+
+
+class GAEParams(BaseModel):
+    """GAE's settings, declared once: the ``gae`` estimator's options (``algorithm.advantage_params``), which
+    process rewards under PPO read too (Schulman et al. 2016, Eq. 16)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gamma: float = Field(1.0, ge=0, le=1, description="discount per token (1: undiscounted returns)")
+    lam: float = Field(1.0, ge=0, le=1, description="GAE's lambda (1: Monte-Carlo returns minus the value; 0: TD(0))")
+    whiten: bool = Field(True, description="normalise the advantages over the batch's counted tokens")
 
 
 def gae_advantages(token_rewards: Tensor, values: Tensor, mask: Tensor, *, gamma: float = 1.0,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from rlvr.config import ConfigModel, option
+from rlvr.credit.settings import CreditSettings, ProcessSettings, TurnSettings
 from rlvr.distributed.settings import DistributedConfig
 from rlvr.engines.registry import EngineContext, hf_options
 from rlvr.envs.settings import EnvConfig
@@ -63,6 +64,12 @@ class AlgorithmConfig(ConfigModel):
     advantage_params: dict[str, Any] = option(None, "estimator hyper-parameters, e.g. {k: 4} for passk, "
                                               "{rho0: 0.1, rho1: 0.2} for noisy_backward, "
                                               "{gamma: 1, lam: 0.95, whiten: true} for gae", default_factory=dict)
+    turn_credit: str = option("none", "per-turn credit of multi-turn episodes, a name in rlvr.credit.TURN_CREDIT: "
+                                      "none (the estimator's one advantage per episode), loo (per-turn returns minus "
+                                      "a leave-one-out per-turn baseline; with algorithm.advantage=rloo), gigpo "
+                                      "(GiGPO's episode + step-group advantage; with algorithm.advantage=grpo)")
+    turn_credit_params: dict[str, Any] = option(None, "turn-credit options, e.g. {gamma: 0.95} for loo, "
+                                                      "{gamma: 0.95, step_weight: 1} for gigpo", default_factory=dict)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
                                           "dual_clip, gspo, topr; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
@@ -315,6 +322,17 @@ class RunConfig(ConfigModel):
             kl_in_reward=a.kl_in_reward, entropy_coef=a.entropy_coef, is_correction=a.is_correction,
             is_params=dict(a.is_params), value_coef=a.value.coef, value_clip=a.value.clip,
             shaping_gamma=self.guidance.shaping_gamma)
+
+    def credit_settings(self) -> CreditSettings:
+        """The credit stage's slice (``algorithm.advantage*``, ``algorithm.turn_credit*``, ``reward.process_*``)."""
+        a, r = self.algorithm, self.reward
+        process = ProcessSettings(transforms=tuple(r.process_transform_list()), credit=r.process_credit,
+                                  credit_params=dict(r.process_credit_params), filter=r.process_filter,
+                                  filter_params=dict(r.process_filter_params), baseline=r.process_baseline,
+                                  process_coef=r.process_coef, outcome_coef=r.outcome_coef)
+        return CreditSettings(group_size=self.rollout.group_size, advantage=a.advantage,
+                              advantage_params=dict(a.advantage_params), kl_coef=a.kl_coef, process=process,
+                              turns=TurnSettings(name=a.turn_credit, params=dict(a.turn_credit_params)))
 
     def engine_context(self) -> EngineContext:
         """What every rollout engine is given (``rollout.*``, ``model.*``, ``task.system_prompt``, ``train.seed``)."""

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import torch
 
-from rlvr.algorithms import ADVANTAGE_ESTIMATORS, EntropyFloor, get_advantage_estimator, group_stats
+from rlvr.algorithms import EntropyFloor, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
 from rlvr.config import ConfigError, config_to_dict, save_config
@@ -65,6 +65,7 @@ from rlvr.models.lora import apply_lora
 from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
 from rlvr.plugins import load_plugins
+from rlvr.credit import CreditStage
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig, task_at_level
 from rlvr.recipes.multimodal import check_vision_run
@@ -230,8 +231,8 @@ class RLRecipe:
         self.learner_settings = cfg.learner_settings()
         self.collect_settings = cfg.collect_settings()
         self.rewards = RewardPipeline(cfg.reward, max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed)
-        self.estimator_entry = ADVANTAGE_ESTIMATORS.entry(cfg.algorithm.advantage)
-        self.needs = self.estimator_entry.needs
+        self.credit = CreditStage(cfg.credit_settings())  # rewards -> advantages (outcome, per step, per turn)
+        self.needs = self.credit.entry.needs
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
                                      temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                      ignore_eos=cfg.rollout.ignore_eos)
@@ -244,7 +245,7 @@ class RLRecipe:
         self.device = None
         self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
         self.optimizer = self.scheduler = None
-        self.verifier = self.env = self.estimator = self.engine = None
+        self.verifier = self.env = self.engine = None
         self.sampler: PromptSampler | CurriculumSampler | None = None
         self.dfilter: DifficultyFilter | None = None
         self.ref_reset: ReferenceResetSchedule | None = None
@@ -266,7 +267,7 @@ class RLRecipe:
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        """Model (+ critic, LoRA, reference), data, verifier, estimator, engine, optimizers, sampling state."""
+        """Model (+ critic, LoRA, reference), data, verifier, engine, optimizers, sampling state."""
         cfg, tcfg = self.cfg, self.cfg.train
         if tcfg.threads:
             torch.set_num_threads(tcfg.threads)
@@ -289,7 +290,6 @@ class RLRecipe:
         self.setup_model()
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
         self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
-        self.estimator = get_advantage_estimator(cfg.algorithm.advantage, **cfg.algorithm.advantage_params)
         self.engine = self.make_engine()
         self.engine.generator.manual_seed(tcfg.seed)
         self.setup_optimizers()
@@ -503,7 +503,7 @@ class RLRecipe:
 
     def advantages(self, ro: Rollouts) -> Scored:
         """The batch, with a policy-computed reward source, KL folded into the reward if asked, advantages from the
-        configured estimator and process credit.
+        credit stage's advantages (:class:`rlvr.credit.CreditStage`: the estimator, process credit, turn credit).
 
         The estimator's registry entry says what else it needs: ``values`` (PPO's critic; an estimator tagged
         ``critic`` also returns the critic's targets) or ``entropy``.
@@ -517,7 +517,7 @@ class RLRecipe:
                 ro.samples, G, lambda needs: self.probe.group_inputs(needs, ro.samples, batch))
             reward_row.update(m)
         seq_kl, token_kl = None, None
-        takes = self.estimator_entry.needs | self.estimator_entry.inputs  # per-call tensors it requires or accepts
+        takes = self.credit.takes  # per-call tensors the estimator requires or accepts
         if alg.kl_in_reward:  # r_i - beta * sum_t k1_t, before the advantage
             token_kl = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
             seq_kl = token_kl.sum(-1)
@@ -526,16 +526,11 @@ class RLRecipe:
         inputs = self.estimator_inputs(batch, takes, token_kl)
         steps = self.process_steps(ro, batch)
         value_row: dict[str, float] = {}
-        if steps is not None:  # process rewards: the estimator's outcome advantage plus the process term, [B, T]
-            outcome = None if self.critic is not None else self.estimator(rewards, G, **inputs)
-            advantages, returns, m = self.rewards.process_credit(
-                outcome, rewards, steps, batch.completion_mask, G, values=batch.values, token_kl=token_kl,
-                kl_coef=alg.kl_coef, gae_params=alg.advantage_params)
-            reward_row.update(m)
-        elif "critic" in self.estimator_entry.tags:  # PPO: GAE on the critic's values; the returns are its targets
-            advantages, returns = self.estimator(rewards, G, **inputs)
-        else:
-            advantages, returns = self.estimator(rewards, G, **inputs), None
+        # the credit stage: outcome estimator, process credit (PRM step scores) or per-turn credit
+        credit = self.credit.assign(rewards, batch, inputs=inputs, steps=steps, samples=ro.samples,
+                                    token_kl=token_kl)
+        advantages, returns = credit.advantages, credit.returns
+        reward_row.update(credit.metrics)
         if self.critic is not None:
             batch.returns = returns
             value_row = value_diagnostics(batch)

@@ -217,6 +217,32 @@ def reward_functions(cfg: RunConfig) -> None:
 
 
 @rule
+def turn_credit(cfg: RunConfig) -> None:
+    """``algorithm.turn_credit`` is registered with valid options, names the estimator it extends, and has turns to
+    act on: a multi-turn environment, no PRM step credit and no critic beside it."""
+    a = cfg.algorithm
+    if a.turn_credit == "none":
+        if a.turn_credit_params:
+            raise ValueError("algorithm.turn_credit_params is set but algorithm.turn_credit=none: name a turn credit")
+        return
+    from rlvr.credit.turns import TURN_CREDIT, turn_credit_estimator
+
+    TURN_CREDIT.check(a.turn_credit, a.turn_credit_params, key="algorithm.turn_credit_params")
+    want = turn_credit_estimator(a.turn_credit)
+    if want is not None and a.advantage != want:
+        raise ValueError(f"algorithm.turn_credit={a.turn_credit} extends the {want} estimator to turns: set "
+                         f"algorithm.advantage={want} (it is {a.advantage})")
+    if cfg.reward.process_prm is not None:
+        raise ValueError(f"algorithm.turn_credit={a.turn_credit} and reward.process_prm both assign credit inside an "
+                         "episode: use one of them")
+    traits = _traits(cfg)
+    if not traits.multi_turn:
+        raise ValueError(f"algorithm.turn_credit={a.turn_credit} credits the turns of multi-turn episodes, but "
+                         f"env.name={cfg.env.name} has one turn per episode ({traits.why()}): use a multi-turn "
+                         "environment or algorithm.turn_credit=none")
+
+
+@rule
 def process_rewards(cfg: RunConfig) -> None:
     """``reward.process_prm`` is a PRM directory; its transforms, credit, filter and input format are valid."""
     r = cfg.reward

@@ -1,4 +1,4 @@
-"""One reward pipeline: how a group's outcomes become the rewards (and the process term of the advantages).
+"""One reward pipeline: how a group's outcomes become the rewards (the reward stage; advantages are the credit stage's).
 
 The steps, in the order :class:`RewardPipeline` composes them (the only place that does)::
 
@@ -13,14 +13,14 @@ The steps, in the order :class:`RewardPipeline` composes them (the only place th
                     pass after collection, :meth:`RewardPipeline.policy_source`)
     shaping         the REWARD_SHAPING terms reward.shaping names, in its order (LASER, DAPO's overlong
                     punishment, a plugin's), on whatever the source gave
-    process credit  reward.process_prm's step scores into token-level advantages, after the estimator
-                    (:meth:`RewardPipeline.process_credit`)
 
 The noise acts on the verdict, so it comes before the scaling; a source replaces the
 verifier's reward, so shaping comes after it and applies to every source alike.
 Collection (:func:`rlvr.rollout.collect.collect_rollouts`) runs the steps up to shaping
-per group; the recipe runs the policy-computed sources and the process credit on the
-collected batch.  Adding a shaping term or a reward source is one file: register it in
+per group; the recipe runs a policy-computed source on the collected batch.  What follows,
+rewards into advantages (process credit from reward.process_prm's step scores included), is
+the credit stage's (:mod:`rlvr.credit`).  Adding a reward function, a shaping term or a
+reward source is one file: register it in :data:`~rlvr.rewards.rubric.REWARD_FUNCTIONS`,
 :data:`~rlvr.rewards.shaping.REWARD_SHAPING` or :data:`~rlvr.rewards.sources.REWARD_SOURCES`.
 """
 
@@ -33,8 +33,6 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
-from rlvr.algorithms.gae import gae_advantages, masked_whiten
-from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
 from rlvr.rewards.noisy import flip_rewards
 from rlvr.rewards.rubric import Rubric
 from rlvr.rewards.settings import RewardConfig
@@ -45,7 +43,7 @@ from rlvr.types import Problem, Sample, Verdict
 __all__ = ["GroupScores", "RewardPipeline", "source_stage", "apply_keep", "mean_metrics", "part_metrics",
            "build_rubric"]
 
-STAGES = ("base score", "noise", "scaling", "source", "shaping", "process credit")
+STAGES = ("base score", "noise", "scaling", "source", "shaping")
 """The pipeline's steps, in order."""
 
 
@@ -197,75 +195,6 @@ class RewardPipeline:
                 parts.append(self.shape(g, rewards[i:i + group_size]))
             rewards = torch.cat(parts)
         return rewards, keep, metrics
-
-    def process_credit(self, outcome_adv: Tensor | None, rewards: Tensor, steps: tuple, mask: Tensor,
-                       group_size: int, *, values: Tensor | None = None, token_kl: Tensor | None = None,
-                       kl_coef: float = 0.0, gae_params: dict | None = None) -> tuple[Tensor, Tensor | None,
-                                                                                      dict[str, float]]:
-        """Token-level advantages [B, T] with the PRM's step scores (``steps``: ``(step_scores [B, K], step_ends
-        [B, K], step_mask [B, K])``).
-
-        GRPO family (``values`` None)::
-
-            A_t = outcome_coef * A_est  +  process term of process_advantages(...)      (0 for filtered samples)
-
-        where ``A_est`` is the configured estimator's advantage of the outcome rewards
-        ([B] broadcast over the completion, or [B, T]) and the process term is
-        :func:`~rlvr.algorithms.process.process_advantages` with ``outcome_coef=0``:
-        transforms, the ``process_baseline``, credit (sum | min) and returns-to-go, times
-        ``process_coef``.  The filter sees the outcome rewards; its dropped samples get 0.
-
-        PPO (``values`` given): GAE over :func:`~rlvr.algorithms.process.process_token_rewards`
-        (credited step rewards on each step's last token, ``outcome_coef * r`` on the
-        last token) minus the KL penalty, whitened if ``gae_params['whiten']``; filtered
-        samples get advantage 0 (their returns still train the critic).
-
-        Returns ``(advantages [B, T], returns [B, T] or None, metrics)``.
-        """
-        rcfg = self.settings
-        scores, ends, smask = steps
-        transforms = rcfg.process_transform_list()
-        m = mask.to(torch.float32)
-        keep = PROCESS_FILTERS[rcfg.process_filter](scores, smask, rewards, **rcfg.process_filter_params).bool()
-        returns = None
-        if values is None:
-            proc, info = process_advantages(scores, ends, smask, rewards, group_size, mask, transforms=transforms,
-                                            credit=rcfg.process_credit, credit_params=rcfg.process_credit_params,
-                                            filter=rcfg.process_filter, filter_params=rcfg.process_filter_params,
-                                            baseline=rcfg.process_baseline, outcome_coef=0.0,
-                                            process_coef=rcfg.process_coef)
-            out = outcome_adv.float()
-            out = out * m if out.dim() == 2 else out[:, None] * m
-            adv = rcfg.outcome_coef * out * keep[:, None].to(out.dtype) + proc.float()
-        else:
-            adv, returns, info = self._process_gae(steps, rewards, mask, keep, group_size, values, token_kl, kl_coef,
-                                                   gae_params)
-        info = {k: v for k, v in info.items() if not (isinstance(v, float) and math.isnan(v))}
-        info["process/step_score_mean"] = float(scores[smask].mean()) if bool(smask.any()) else 0.0
-        info["process/steps_per_sample"] = float(smask.sum(1).float().mean())
-        return adv.detach(), returns, info
-
-    def _process_gae(self, steps: tuple, rewards: Tensor, mask: Tensor, keep: Tensor, group_size: int, values: Tensor,
-                     token_kl: Tensor | None, kl_coef: float, gae_params: dict | None):
-        """PPO's process credit: GAE over the credited token rewards (see :meth:`process_credit`)."""
-        rcfg, (scores, ends, smask) = self.settings, steps
-        m = mask.to(torch.float32)
-        tok = process_token_rewards(scores, ends, smask, mask, rewards, group_size=group_size,
-                                    transforms=rcfg.process_transform_list(), credit=rcfg.process_credit,
-                                    credit_params=rcfg.process_credit_params, process_coef=rcfg.process_coef,
-                                    outcome_coef=rcfg.outcome_coef).float()
-        if token_kl is not None and kl_coef:
-            tok = tok - kl_coef * token_kl.float() * m
-        gp = dict(gae_params or {})
-        adv, returns = gae_advantages(tok, values.float(), m, gamma=gp.get("gamma", 1.0), lam=gp.get("lam", 1.0))
-        if gp.get("whiten", True):
-            adv = masked_whiten(adv, m)
-        adv = adv * keep[:, None].to(adv.dtype)
-        has = smask.any(dim=1)
-        info = {"process/kept_share": float(keep.float().mean()),
-                "process/min_step_mean": float(torch.where(smask, scores, torch.full_like(scores, math.inf))
-                                               .amin(1)[has].mean()) if bool(has.any()) else math.nan}
-        return adv, returns, info
 
 
 def apply_keep(advantages: Tensor, keep: Tensor | None) -> Tensor:

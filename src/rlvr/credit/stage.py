@@ -1,0 +1,165 @@
+"""The credit stage: a batch's rewards (outcome, per turn, per step) -> per-token advantages, in one place.
+
+The recipe hands it the rewards the reward stage made (one training reward per sample) and what the
+configured estimator needs (the critic's values, the policy's entropy, the completion mask, the KL
+penalty); :meth:`CreditStage.assign` returns the advantages ([B] or [B, T]), the critic's targets
+(PPO) and diagnostics.  Three kinds of credit, chosen by the run's settings::
+
+    outcome     the registered estimator (algorithm.advantage: grpo, rloo, gae, ...) on the rewards
+    per step    + reward.process_prm's step scores (process rewards; PURE's min-form, filters)
+    per turn    algorithm.turn_credit (loo, gigpo) over a multi-turn episode's turn rewards
+
+Each setting is declared once: the estimators' options in their registry entries (GAE's in
+:class:`rlvr.algorithms.gae.GAEParams`), the turn credits' in :data:`~rlvr.credit.turns.TURN_CREDIT`, the
+process options in the ``reward`` section, composed by the recipe into a :class:`CreditSettings`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator
+from rlvr.algorithms.gae import GAEParams, gae_advantages, masked_whiten
+from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
+from rlvr.credit.settings import CreditSettings
+from rlvr.credit.turns import TURN_CREDIT, spread_over_turns, turn_of_token
+from rlvr.types import Batch, Sample
+
+__all__ = ["CreditStage", "Credit"]
+
+
+@dataclass
+class Credit:
+    """What the credit stage gives a batch."""
+
+    advantages: Tensor
+    """[B] (one per sequence, broadcast over its tokens) or [B, T] (per token)."""
+    returns: Tensor | None = None
+    """[B, T] the critic's targets (PPO), else None."""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class CreditStage:
+    """Per-token advantages from a batch's rewards, as :class:`CreditSettings` configures (module docstring)."""
+
+    def __init__(self, settings: CreditSettings):
+        self.settings = settings
+        self.entry = ADVANTAGE_ESTIMATORS.entry(settings.advantage)
+        self.estimator = get_advantage_estimator(settings.advantage, **settings.advantage_params)
+        t = settings.turns
+        self.turn_credit = None if t.name == "none" else TURN_CREDIT.get(t.name)
+
+    @property
+    def takes(self) -> frozenset[str]:
+        """The per-call tensors the estimator requires or accepts (``values``, ``entropy``, ``mask``, ``kl``)."""
+        return self.entry.needs | self.entry.inputs
+
+    @property
+    def critic(self) -> bool:
+        """Whether the estimator learns with a critic (PPO's GAE: it also returns the critic's targets)."""
+        return "critic" in self.entry.tags
+
+    def assign(self, rewards: Tensor, batch: Batch, *, inputs: dict[str, Any], steps: tuple | None = None,
+               samples: Sequence[Sample] | None = None, token_kl: Tensor | None = None) -> Credit:
+        """The advantages of ``batch`` from ``rewards`` [B]: per turn (``algorithm.turn_credit``), or the
+        estimator's, with the process term of ``steps`` (``(step_scores, step_ends, step_mask)``) when given."""
+        G = self.settings.group_size
+        if self.turn_credit is not None:
+            if samples is None:
+                raise ValueError("turn credit needs the batch's samples (their turn rewards and turn ends)")
+            return self.per_turn(rewards, batch, samples)
+        if steps is not None:
+            outcome = None if "values" in inputs else self.estimator(rewards, G, **inputs)
+            adv, returns, m = self.process_credit(outcome, rewards, steps, batch.completion_mask,
+                                                  values=batch.values, token_kl=token_kl)
+            return Credit(adv, returns, m)
+        if self.critic:
+            adv, returns = self.estimator(rewards, G, **inputs)
+            return Credit(adv, returns)
+        return Credit(self.estimator(rewards, G, **inputs))
+
+    # ------------------------------------------------------------------ per turn
+    def per_turn(self, rewards: Tensor, batch: Batch, samples: Sequence[Sample]) -> Credit:
+        """``algorithm.turn_credit``'s advantage of each turn, on that turn's policy tokens ([B, T])."""
+        t = self.settings.turns
+        A = self.turn_credit(samples, rewards, self.settings.group_size, **t.params)
+        start = max(len(s.prompt_ids) for s in samples)
+        index = turn_of_token(samples, start, batch.completion_mask.shape[1])
+        adv = spread_over_turns(A, index, batch.completion_mask)
+        alive = A.new_zeros(A.shape, dtype=torch.bool)
+        for i, s in enumerate(samples):
+            alive[i, :max(len(s.info.get("turn_ends") or [0]), 1)] = True
+        metrics = {"credit/turns_max": float(A.shape[1]),
+                   "credit/turn_adv_abs_mean": float(A[alive].abs().mean()) if bool(alive.any()) else 0.0}
+        return Credit(adv.detach(), None, metrics)
+
+    # ------------------------------------------------------------------ per step (process rewards)
+    def process_credit(self, outcome_adv: Tensor | None, rewards: Tensor, steps: tuple, mask: Tensor, *,
+                       values: Tensor | None = None, token_kl: Tensor | None = None) -> tuple[Tensor, Tensor | None,
+                                                                                               dict[str, float]]:
+        """Token-level advantages [B, T] with the PRM's step scores (``steps``: ``(step_scores [B, K], step_ends
+        [B, K], step_mask [B, K])``).
+
+        GRPO family (``values`` None)::
+
+            A_t = outcome_coef * A_est  +  process term of process_advantages(...)      (0 for filtered samples)
+
+        where ``A_est`` is the configured estimator's advantage of the outcome rewards
+        ([B] broadcast over the completion, or [B, T]) and the process term is
+        :func:`~rlvr.algorithms.process.process_advantages` with ``outcome_coef=0``:
+        transforms, the ``process_baseline``, credit (sum | min) and returns-to-go, times
+        ``process_coef``.  The filter sees the outcome rewards; its dropped samples get 0.
+
+        PPO (``values`` given): GAE over :func:`~rlvr.algorithms.process.process_token_rewards`
+        (credited step rewards on each step's last token, ``outcome_coef * r`` on the
+        last token) minus the KL penalty, whitened if GAE's ``whiten``; filtered
+        samples get advantage 0 (their returns still train the critic).
+
+        Returns ``(advantages [B, T], returns [B, T] or None, metrics)``.
+        """
+        p, G = self.settings.process, self.settings.group_size
+        scores, ends, smask = steps
+        m = mask.to(torch.float32)
+        keep = PROCESS_FILTERS[p.filter](scores, smask, rewards, **p.filter_params).bool()
+        returns = None
+        if values is None:
+            proc, info = process_advantages(scores, ends, smask, rewards, G, mask, transforms=list(p.transforms),
+                                            credit=p.credit, credit_params=p.credit_params, filter=p.filter,
+                                            filter_params=p.filter_params, baseline=p.baseline, outcome_coef=0.0,
+                                            process_coef=p.process_coef)
+            out = outcome_adv.float()
+            out = out * m if out.dim() == 2 else out[:, None] * m
+            adv = p.outcome_coef * out * keep[:, None].to(out.dtype) + proc.float()
+        else:
+            adv, returns, info = self._process_gae(steps, rewards, mask, keep, values, token_kl)
+        info = {k: v for k, v in info.items() if not (isinstance(v, float) and math.isnan(v))}
+        info["process/step_score_mean"] = float(scores[smask].mean()) if bool(smask.any()) else 0.0
+        info["process/steps_per_sample"] = float(smask.sum(1).float().mean())
+        return adv.detach(), returns, info
+
+    def _process_gae(self, steps: tuple, rewards: Tensor, mask: Tensor, keep: Tensor, values: Tensor,
+                     token_kl: Tensor | None):
+        """PPO's process credit: GAE over the credited token rewards (see :meth:`process_credit`)."""
+        p, s = self.settings.process, self.settings
+        scores, ends, smask = steps
+        m = mask.to(torch.float32)
+        tok = process_token_rewards(scores, ends, smask, mask, rewards, group_size=s.group_size,
+                                    transforms=list(p.transforms), credit=p.credit, credit_params=p.credit_params,
+                                    process_coef=p.process_coef, outcome_coef=p.outcome_coef).float()
+        if token_kl is not None and s.kl_coef:
+            tok = tok - s.kl_coef * token_kl.float() * m
+        gp = GAEParams.model_validate(s.advantage_params)
+        adv, returns = gae_advantages(tok, values.float(), m, gamma=gp.gamma, lam=gp.lam)
+        if gp.whiten:
+            adv = masked_whiten(adv, m)
+        adv = adv * keep[:, None].to(adv.dtype)
+        has = smask.any(dim=1)
+        info = {"process/kept_share": float(keep.float().mean()),
+                "process/min_step_mean": float(torch.where(smask, scores, torch.full_like(scores, math.inf))
+                                               .amin(1)[has].mean()) if bool(has.any()) else math.nan}
+        return adv, returns, info

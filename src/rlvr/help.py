@@ -144,6 +144,7 @@ def component_kinds() -> list[Kind]:
     """Every registry of rlvr, in the order of the loop (tasks ... losses)."""
     from rlvr.algorithms import ADVANTAGE_ESTIMATORS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
     from rlvr.algorithms.process import PROCESS_CREDIT, PROCESS_FILTERS, STEP_TRANSFORMS
+    from rlvr.credit.turns import TURN_CREDIT
     from rlvr.engines.registry import ENGINES
     from rlvr.envs import ENVIRONMENTS
     from rlvr.learner.passes import POLICY_INPUTS
@@ -173,6 +174,7 @@ def component_kinds() -> list[Kind]:
              PROCESS_FILTERS),
         Kind("advantage estimators", "algorithm.advantage (options in algorithm.advantage_params)",
              ADVANTAGE_ESTIMATORS),
+        Kind("turn credit", "algorithm.turn_credit (options in algorithm.turn_credit_params)", TURN_CREDIT),
         Kind("policy losses", "algorithm.policy_loss (options in algorithm.policy_loss_params)", POLICY_LOSSES),
         Kind("KL estimators", "algorithm.kl_estimator", KL_ESTIMATORS),
         Kind("IS corrections", "algorithm.is_correction (options in algorithm.is_params)", IS_CORRECTIONS),

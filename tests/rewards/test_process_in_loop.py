@@ -13,7 +13,6 @@ import torch
 from conftest import make_model, make_tokenizer, tiny_run_config
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.reward_sources import prm_step_inputs
-from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.settings import RewardConfig
 from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics

@@ -22,10 +22,10 @@ and the policy tokens of turn k get advantage ``A_{i,k}``.  Two ways to form it 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Sequence
+from typing import Annotated, Callable, Hashable, Sequence
 
 import torch
-from pydantic import NonNegativeFloat
+from pydantic import Field, NonNegativeFloat
 from torch import Tensor
 
 from rlvr.registry import Registry
@@ -179,28 +179,27 @@ def spread_over_turns(A: Tensor, turn_index: Tensor, mask: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------- registry
-TURN_CREDIT: Registry[Callable[..., Tensor]] = Registry("turn credit", skip=0)
+Discount = Annotated[float, Field(ge=0, le=1)]
+"""A discount per turn, in [0, 1]."""
+
+TURN_CREDIT: Registry[Callable[..., Tensor]] = Registry("turn credit", skip=3)
 """Turn-level credit by name (``algorithm.turn_credit``): ``fn(samples, rewards [B], group_size, **options) ->
 A [B, K]`` (K: the most turns in the batch)."""
 
 
 @TURN_CREDIT.register("loo", tags={"estimator:rloo"})
-def loo_credit(samples: Sequence[Sample], rewards: Tensor, group_size: int, *, gamma: NonNegativeFloat = 1.0) -> Tensor:
+def loo_credit(samples: Sequence[Sample], rewards: Tensor, group_size: int, *, gamma: Discount = 1.0) -> Tensor:
     """Per-turn discounted returns minus the leave-one-out per-turn baseline (unbiased with variable numbers of
     turns; RLOO when every episode has one turn)."""
-    if gamma > 1:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     r, alive = turn_rewards(samples, rewards)
     return loo_turn_advantages(discounted_turn_returns(r, alive, gamma), alive, group_size)
 
 
 @TURN_CREDIT.register("gigpo", tags={"estimator:grpo"})
-def gigpo_credit(samples: Sequence[Sample], rewards: Tensor, group_size: int, *, gamma: NonNegativeFloat = 0.95,
+def gigpo_credit(samples: Sequence[Sample], rewards: Tensor, group_size: int, *, gamma: Discount = 0.95,
                  step_weight: NonNegativeFloat = 1.0, scale_by_std: bool = True) -> Tensor:
     """GiGPO: the episode's group-normalised return plus ``step_weight`` times its turn's return normalised over
     the turns of the group that start from the same environment state (gamma 0.95 and weight 1 as in the paper)."""
-    if gamma > 1:
-        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
     r, alive = turn_rewards(samples, rewards)
     G = discounted_turn_returns(r, alive, gamma)
     return gigpo_turn_advantages(rewards.to(G.dtype), G, alive, anchor_keys(samples), group_size,

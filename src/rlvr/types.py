@@ -1,7 +1,7 @@
 """The few records that cross module boundaries.
 
-Data flows  Problem -> (rollout) -> Sample -> (verifier) -> Verdict -> (rewards,
-advantages) -> Batch -> (loss).  Everything else is module-private.
+Data flows  Problem -> (rollout) -> Sample -> (verifier) -> Verdict -> (reward stage: Sample.training_reward
+and Sample.reward_parts; credit stage: advantages) -> Batch -> (loss).  Everything else is module-private.
 """
 
 from __future__ import annotations
@@ -106,6 +106,10 @@ class Verdict:
         return self.score > 0
 
 
+_REWARD_RENAMED = ("Sample.reward no longer exists: the environment's return is Sample.env_return, the reward "
+                   "the step trained on Sample.training_reward (its named parts Sample.reward_parts)")
+
+
 @dataclass
 class Sample:
     """One sampled completion of one prompt, as the rollout engine returns it."""
@@ -139,9 +143,23 @@ class Sample:
     learner's forward pass needs with ``prompt_ids``; None for text."""
     verdict: Verdict | None = None
     """The verifier's (or environment's) verdict on the episode's final answer; None until it is scored."""
-    reward: float | None = None
+    env_return: float | None = None
     """The episode's return from its environment (the sum of its turn rewards; for one verified turn the
-    verdict's score), before the reward pipeline scales and shapes it; None until it is scored."""
+    verdict's score), before the reward stage scales, composes and shapes it; None until it is scored."""
+    training_reward: float | None = None
+    """The reward the credit stage turned into this sample's advantage (the reward stage's, after a policy-computed
+    source and KL in the reward); None until the step's credit is assigned."""
+    reward_parts: dict[str, float] = field(default_factory=dict)
+    """With a rubric (``reward.functions``): each reward function's value for this sample, unweighted, by name."""
+
+    @property
+    def reward(self):
+        """Renamed: raises, naming the two fields it was split into (an old plugin fails loudly, never silently)."""
+        raise AttributeError(_REWARD_RENAMED)
+
+    @reward.setter
+    def reward(self, value) -> None:
+        raise AttributeError(_REWARD_RENAMED)
 
     @property
     def num_tokens(self) -> int:

@@ -25,7 +25,7 @@ def _episode(turn_ends, turn_rewards_, mask=None, ids=None, reward=None):
     ids = ids or list(range(10, 10 + n))
     s = Sample("p", [1, 2], ids, [0.0] * n, "t", "stop", 0, mask=mask,
                info={"turn_ends": list(turn_ends), "turn_rewards": list(turn_rewards_)})
-    s.reward = sum(turn_rewards_) if reward is None else reward
+    s.env_return = sum(turn_rewards_) if reward is None else reward
     return s
 
 

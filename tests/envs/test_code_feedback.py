@@ -74,10 +74,10 @@ def test_episodes_get_feedback_and_discounted_rewards(workers):
     eng = ScriptedEngine(tok, script)
     groups = run_episodes(eng, _env(workers=workers), problems, SamplingParams(n=2, max_new_tokens=64))
     got = {g[0].problem_id: g for g in groups}
-    assert [s.reward for s in got["first"]] == [1.0, 1.0]
-    assert [s.reward for s in got["second"]] == [0.5, 0.5]
-    assert [s.reward for s in got["third"]] == [0.25, 0.25]
-    assert [s.reward for s in got["never"]] == [0.0, 0.0]  # three attempts, all wrong
+    assert [s.env_return for s in got["first"]] == [1.0, 1.0]
+    assert [s.env_return for s in got["second"]] == [0.5, 0.5]
+    assert [s.env_return for s in got["third"]] == [0.25, 0.25]
+    assert [s.env_return for s in got["never"]] == [0.0, 0.0]  # three attempts, all wrong
     assert got["never"][0].verdict.reason.startswith("wrong answer")
     assert [s.info["turns"] for g in groups for s in g[:1]] == [1, 2, 3, 3]
     # token in, token out: the policy's ids keep their log-probs, the feedback's ids are masked with 0
@@ -116,9 +116,9 @@ def test_an_environment_that_raises_ends_only_its_episode(monkeypatch, caplog):
     groups = run_episodes(ScriptedEngine(tok, script), env, problems, SamplingParams(n=2, max_new_tokens=64))
     got = {g[0].problem_id: g for g in groups}
     assert len(raised) == 2
-    assert all(s.reward == 0.0 and "environment error: RuntimeError: sandbox exploded"
+    assert all(s.env_return == 0.0 and "environment error: RuntimeError: sandbox exploded"
                in s.verdict.reason for s in got["bad"])
-    assert [s.reward for s in got["good"]] == [0.5, 0.5] and [s.reward for s in got["fine"]] == [1, 1]
+    assert [s.env_return for s in got["good"]] == [0.5, 0.5] and [s.env_return for s in got["fine"]] == [1, 1]
     assert "sandbox exploded" in caplog.text
 
 
@@ -197,7 +197,7 @@ def _table_rewards(reveal_safe: int, problems: int = 24):
     for default in ("0", "None", "x"):
         groups = run_episodes(TableEngine(tok, default), _env(attempts=3, workers=2), held,
                               SamplingParams(n=1, max_new_tokens=400))
-        rewards += [s.reward for g in groups for s in g]
+        rewards += [s.env_return for g in groups for s in g]
         turns += [s.info["turns"] for g in groups for s in g]
     return rewards, turns
 

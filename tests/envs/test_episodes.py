@@ -140,7 +140,7 @@ def test_single_turn_environment_is_the_plain_sampling_path():
     for ga, gb in zip(plain, episodes):
         for a, b in zip(ga, gb):
             assert (a.completion_ids, a.logprobs, a.text, b.mask) == (b.completion_ids, b.logprobs, b.text, None)
-            assert b.info["turns"] == 1 and b.reward == float(b.verdict.correct)
+            assert b.info["turns"] == 1 and b.env_return == float(b.verdict.correct)
 
 
 @pytest.mark.parametrize("env", ["single_turn", "tools", "retry"])
@@ -164,7 +164,7 @@ def test_limits_end_episodes_max_turns_and_tokens():
     groups = run_episodes(eng, Scripted(10, "inline", Limits(max_turns=3)), _problems(2),
                           SamplingParams(n=2, max_new_tokens=4))
     for s in (s for g in groups for s in g):
-        assert s.info["turns"] == 3 and s.info["end"] == "max_turns" and s.reward == 0.0
+        assert s.info["turns"] == 3 and s.info["end"] == "max_turns" and s.env_return == 0.0
         assert not s.verdict.correct
     groups = run_episodes(eng, Scripted(10, "inline", Limits(max_turns=10, max_total_tokens=30)), _problems(2),
                           SamplingParams(n=2, max_new_tokens=4))
@@ -186,9 +186,9 @@ def test_an_environment_that_raises_ends_only_its_episode(caplog):
     _, eng = _engine(tok)
     groups = run_episodes(eng, Raises(), _problems(3), SamplingParams(n=2, max_new_tokens=4))
     bad = [s for s in groups[1]]
-    assert all(s.reward == 0.0 and "environment error: RuntimeError: boom" in s.verdict.reason
+    assert all(s.env_return == 0.0 and "environment error: RuntimeError: boom" in s.verdict.reason
                for s in bad)
-    assert all(s.reward == 1.0 for g in (groups[0], groups[2]) for s in g)
+    assert all(s.env_return == 1.0 for g in (groups[0], groups[2]) for s in g)
     assert "boom" in caplog.text
     m = episode_metrics([s for g in groups for s in g])
     assert m["env/env_errors"] == pytest.approx(2 / 6)

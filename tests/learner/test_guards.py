@@ -146,13 +146,13 @@ def test_no_checkpoint_is_written_with_non_finite_weights(tmp_path, tiny_tokeniz
 
 def test_reward_and_advantage_checks_name_the_source():
     names = {"verifier": "numeric", "env": "single_turn", "source": "verifier"}
-    samples = [Sample(f"p{i}", [1], [2], [0.0], f"text {i}", "stop", reward=1.0) for i in range(3)]
+    samples = [Sample(f"p{i}", [1], [2], [0.0], f"text {i}", "stop", env_return=1.0) for i in range(3)]
     verdicts = [Verdict(1.0), Verdict(float("nan")), Verdict(0.0)]
     assert nonfinite_rewards(torch.tensor([1.0, 0.0, 1.0]), samples, verdicts[:1] * 3, **names) is None
     msg = nonfinite_rewards(torch.tensor([1.0, float("nan"), 0.0]), samples, verdicts, **names, prompts={"p1": "What?"})
     assert "1 of 3 samples" in msg and "the verifier (reward.verifier=numeric) gave score nan" in msg
     assert "problem 'p1' 'What?' -> completion 'text 1'" in msg
-    samples[2].reward = float("inf")
+    samples[2].env_return = float("inf")
     msg = nonfinite_rewards(torch.tensor([1.0, 0.0, float("inf")]), samples, [Verdict(1.0)] * 3, **names)
     assert "the environment (env.name=single_turn) returned reward inf" in msg
     msg = nonfinite_advantages(torch.zeros(3), torch.tensor([0.0, float("nan"), 0.0]), samples, estimator="grpo")

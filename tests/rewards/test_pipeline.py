@@ -26,7 +26,7 @@ def _group(correct: list[int], lengths: list[int], returns: list[float] | None =
     """Scored samples: a verdict per sample, its environment return (default: the verdict) and its length."""
     returns = [float(c) for c in correct] if returns is None else returns
     texts = texts or [f"answer {i}" for i in range(len(correct))]
-    return [Sample("p", [1], [5] * n, [0.0] * n, t, "stop", i, verdict=Verdict(float(c), str(c), "hand"), reward=r)
+    return [Sample("p", [1], [5] * n, [0.0] * n, t, "stop", i, verdict=Verdict(float(c), str(c), "hand"), env_return=r)
             for i, (c, n, r, t) in enumerate(zip(correct, lengths, returns, texts))]
 
 

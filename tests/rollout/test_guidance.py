@@ -336,5 +336,5 @@ def test_scoring_a_guided_sample_in_a_raising_environment_fails_only_that_sample
 
     s = Sample("p", [1], [5, 6], [0.0, 0.0], "x", "stop", 0)
     _score(Broken(lambda text, ref: None), Problem("p", prompt="q", answer="1"), s, "x")
-    assert s.reward == 0.0 and s.info["env_errors"] == 1 and not s.verdict.correct
+    assert s.env_return == 0.0 and s.info["env_errors"] == 1 and not s.verdict.correct
     assert "environment error: RuntimeError: checker crashed" in s.verdict.reason

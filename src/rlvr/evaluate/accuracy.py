@@ -85,7 +85,7 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
 
 def _reward_parts(fn: Callable[[Problem, list], dict], problems: Sequence[Problem], groups: list,
                   verdicts: Sequence[Verdict]) -> dict[str, float]:
-    """Each name's mean over the finite values ``fn`` gives the groups (their samples' verdicts and returns set)."""
+    """Each name's mean over the finite values ``fn`` gives the groups (their samples' verdicts and environment returns set)."""
     import torch
 
     by_sample, values = iter(verdicts), {}
@@ -93,7 +93,7 @@ def _reward_parts(fn: Callable[[Problem, list], dict], problems: Sequence[Proble
         for s in group:
             v = next(by_sample)
             s.verdict = s.verdict if s.verdict is not None else v
-            s.reward = s.reward if s.reward is not None else float(v.score)
+            s.env_return = s.env_return if s.env_return is not None else float(v.score)
         for name, t in fn(prob, list(group)).items():
             values.setdefault(name, []).append(torch.as_tensor(t, dtype=torch.float32).reshape(-1))
     out = {}

@@ -72,7 +72,7 @@ def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequen
     """None when every reward is finite; else what produced the first non-finite one, with that sample.
 
     Blame goes to the first of: the verifier (its verdict's score; ``verifier`` is ``reward.verifier``), the
-    environment (the episode's return in ``sample.reward``; ``env`` is ``env.name``), the reward source
+    environment (the episode's return in ``sample.env_return``; ``env`` is ``env.name``), the reward source
     (``source``: ``reward.source``) or reward shaping.
     """
     finite = torch.isfinite(rewards)
@@ -81,7 +81,7 @@ def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequen
     bad = (~finite).nonzero().flatten().tolist()
     i = bad[0]
     s, v, r = samples[i], verdicts[i], float(rewards[i])
-    env_return = s.reward
+    env_return = s.env_return
     if not _finite(v.score):
         src = f"the verifier (reward.verifier={verifier}) gave score {v.score}"
     elif env_return is not None and not _finite(env_return):

@@ -530,6 +530,8 @@ class RLRecipe:
         credit = self.credit.assign(rewards, batch, inputs=inputs, steps=steps, samples=ro.samples,
                                     token_kl=token_kl)
         advantages, returns = credit.advantages, credit.returns
+        for s, r in zip(ro.samples, rewards.tolist()):  # what each sample was trained on
+            s.training_reward = r
         reward_row.update(credit.metrics)
         if self.critic is not None:
             batch.returns = returns

@@ -2,7 +2,7 @@
 
 The steps, in the order :class:`RewardPipeline` composes them (the only place that does)::
 
-    base score      each episode's verdict and return (Sample.verdict, Sample.reward)
+    base score      each episode's verdict and return (Sample.verdict, Sample.env_return)
     noise           reward.flip_false_positive / flip_false_negative: verdicts flipped at random (experiments;
                     the flipped verdict becomes the return)
     scaling         wrong_reward + (correct_reward - wrong_reward) * return           (the verifier's reward)
@@ -102,7 +102,7 @@ class GroupScores:
         if any(v is None for v in verdicts):
             raise ValueError("every sample needs its verdict (Sample.verdict) before its reward is computed")
         return cls(problem, list(samples), verdicts, correct=torch.tensor([float(v.correct) for v in verdicts]),
-                   returns=torch.tensor([float(s.reward) for s in samples]),
+                   returns=torch.tensor([float(s.env_return) for s in samples]),
                    lengths=torch.tensor([float(s.num_tokens) for s in samples]), max_new_tokens=max_new_tokens)
 
 

@@ -163,6 +163,8 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
     if chosen and chosen[0].parts:
         out.reward_parts = {k: torch.cat([g.parts[k] for g in chosen]) for k in chosen[0].parts}
         out.reward_part_errors = {k: sum(g.part_errors.get(k, 0) for g in chosen) for k in chosen[0].parts}
+        for i, s in enumerate(out.samples):  # each sample carries its named parts
+            s.reward_parts = {k: float(v[i]) for k, v in out.reward_parts.items()}
     if settings.guided:
         out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations)
     return out

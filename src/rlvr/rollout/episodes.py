@@ -162,7 +162,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
                  tokenizer=None, timing: dict[str, float] | None = None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
-    Each sample's ``reward`` is the environment's return and its ``verdict`` the final
+    Each sample's ``env_return`` is the environment's return and its ``verdict`` the final
     :class:`Verdict`; its ``info`` holds ``turns``, ``turn_ends``, ``turn_rewards``,
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
@@ -282,7 +282,7 @@ def _append(sample: Sample, ids: list[int], *, model: bool, logprobs: list[float
 
 def _seal(ep: Episode, tokenizer) -> None:
     s = ep.sample
-    s.verdict, s.reward = ep.verdict, ep.reward
+    s.verdict, s.env_return = ep.verdict, ep.reward
     s.info.update({"turns": ep.state.turn, **dict(ep.counts)})
     if s.mask is not None:  # more than one turn: the text is the whole trajectory as the policy saw it
         s.text = tokenizer.decode(s.completion_ids, skip_special_tokens=True)

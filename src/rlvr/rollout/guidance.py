@@ -109,7 +109,7 @@ def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> Non
     reply = safe_step(env, env.reset(problem), text)
     verdict = reply.verdict if reply.verdict is not None else Verdict(0.0, None, reason="episode ended")
     reward, counts = float(reply.reward), {k: v for k, v in reply.info.items() if isinstance(v, (int, float))}
-    sample.verdict, sample.reward = verdict, reward
+    sample.verdict, sample.env_return = verdict, reward
     sample.info.update({"turn_ends": [len(sample.completion_ids)], "turn_rewards": [reward], "turns": 1, "end": "done",
                         **counts})
 

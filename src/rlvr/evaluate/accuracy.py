@@ -47,7 +47,10 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
         verdicts = [s.verdict for s, _ in pairs]
     else:
         workers = min(int(getattr(env, "step_workers", 1) or 1) if env is not None else 1, max(1, len(pairs)))
-        check = lambda sp: safe_verify(verifier, sp[0].text, sp[1].answer)  # noqa: E731
+        if env is not None:  # the environment scores (a task mixture's routes each problem to its task's verifier)
+            check = lambda sp: env.step(env.reset(sp[1]), sp[0].text).verdict  # noqa: E731
+        else:
+            check = lambda sp: safe_verify(verifier, sp[0].text, sp[1].answer)  # noqa: E731
         if workers > 1:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -76,6 +79,12 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     summary.update({"samples_per_problem": n, "temperature": temperature, "max_new_tokens": max_new_tokens,
                     "mean_completion_tokens": float(np.mean(lengths)), "per_problem": per_problem,
                     "examples": examples, "reasons": _reason_shares(verdicts)})
+    tasks = [(p.metadata or {}).get("task") for p in problems]
+    if len(set(tasks)) > 1 and None not in tasks:  # a task mixture's held-out set: each task's accuracy
+        summary["by_task"] = {t: accuracy_summary([bool(x) for x, u in zip(per_problem, tasks) if u == t])
+                              if n == 1 else {"accuracy": float(np.mean([x for x, u in zip(per_problem, tasks)
+                                                                         if u == t]))}
+                              for t in dict.fromkeys(tasks)}
     if reward_parts is not None:
         summary["reward_parts"] = _reward_parts(reward_parts, problems, groups, verdicts)
     if multi:

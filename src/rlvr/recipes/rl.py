@@ -44,6 +44,7 @@ from rlvr.config import ConfigError, config_to_dict, save_config
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
+from rlvr.envs.mixture import MixtureEnvironment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate, shared_mask_style
@@ -74,6 +75,7 @@ from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.tasks.curriculum import CurriculumSampler
+from rlvr.tasks.mixture import MixtureSampler, build_mixture, task_metrics
 from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
@@ -172,6 +174,7 @@ def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, ste
            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
            "heldout_per_problem": r["per_problem"]}
     row.update({f"heldout_reward/{k}": v for k, v in r.get("reward_parts", {}).items()})
+    row.update({f"heldout_accuracy/{k}": v["accuracy"] for k, v in r.get("by_task", {}).items()})
     return row
 
 
@@ -230,7 +233,8 @@ class RLRecipe:
         # what each layer is handed of the run (typed sections; nothing below the recipe sees the RunConfig)
         self.learner_settings = cfg.learner_settings()
         self.collect_settings = cfg.collect_settings()
-        self.rewards = RewardPipeline(cfg.reward, max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed)
+        self.rewards = RewardPipeline(cfg.reward, max_new_tokens=cfg.rollout.max_new_tokens, seed=cfg.train.seed,
+                                      task_functions=self.collect_settings.task_functions)
         self.credit = CreditStage(cfg.credit_settings())  # rewards -> advantages (outcome, per step, per turn)
         self.needs = self.credit.entry.needs
         self.params = SamplingParams(n=cfg.rollout.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
@@ -240,6 +244,7 @@ class RLRecipe:
         self.train_problems: list[Problem] = []
         self.heldout: list[Problem] = []
         self.curriculum_levels: list[list[Problem]] | None = None
+        self.mixture_problems: dict[str, tuple[list[Problem], list[Problem]]] | None = None  # label -> splits
         self.prompts: dict[str, str] = {}  # problem id -> question (monitors, warnings)
         self.problem_by_id: dict[str, Problem] = {}
         self.device = None
@@ -289,7 +294,7 @@ class RLRecipe:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.setup_model()
         self.verifier = self.injected_verifier or get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
-        self.env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
+        self.env = self.build_env()
         self.engine = self.make_engine()
         self.engine.generator.manual_seed(tcfg.seed)
         self.setup_optimizers()
@@ -300,13 +305,30 @@ class RLRecipe:
             self.probe = PolicyProbe(self.model, self.tokenizer, self.learner_settings, self.device,
                                      self.engine.pad_id, cfg.rollout.group_size, self.problem_by_id)
 
+    def build_env(self):
+        """The run's environment; for a task mixture one per task, each with its own verifier, routed by label."""
+        cfg = self.cfg
+        if not cfg.mixture:
+            return build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
+        envs = {}
+        for e in cfg.mixture:
+            verifier = get_verifier(e.verifier, **e.verifier_params) if e.verifier else self.verifier
+            envs[e.name] = build_environment(cfg.env.name, verifier, self.tokenizer, **cfg.env.params)
+        return MixtureEnvironment(envs)
+
     def setup_sampling(self) -> None:
         """The prompt sampler (a curriculum's, when levels are configured) and the sampling policies."""
         cfg, alg, cur = self.cfg, self.cfg.algorithm, self.cfg.curriculum
         seed = cfg.train.seed
-        self.sampler = PromptSampler(self.train_problems, seed=seed) if self.curriculum_levels is None else \
-            CurriculumSampler(self.curriculum_levels, seed=seed, low=cur.low, high=cur.high, window=cur.window,
-                              min_groups=cur.min_groups, start_level=cur.start_level)
+        if self.mixture_problems is not None:
+            self.sampler = MixtureSampler({k: train for k, (train, _) in self.mixture_problems.items()},
+                                          {e.name: e.weight for e in cfg.mixture}, seed=seed)
+        elif self.curriculum_levels is None:
+            self.sampler = PromptSampler(self.train_problems, seed=seed)
+        else:
+            self.sampler = CurriculumSampler(self.curriculum_levels, seed=seed, low=cur.low, high=cur.high,
+                                             window=cur.window, min_groups=cur.min_groups,
+                                             start_level=cur.start_level)
         self.dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
             if alg.difficulty_filter else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
@@ -319,6 +341,17 @@ class RLRecipe:
         problems of ``curriculum.eval_level``."""
         cfg = self.cfg
         self.curriculum_levels = None
+        self.mixture_problems = None
+        if cfg.mixture:  # each task's problems, tagged with its label; held-out: every task's
+            if self.problems is not None:
+                raise ValueError("a task mixture builds its tasks from the mixture section: do not inject problems")
+            self.mixture_problems = build_mixture(cfg.mixture, cfg.task)
+            self.train_problems = [p for train, _ in self.mixture_problems.values() for p in train]
+            self.heldout = [p for _, held in self.mixture_problems.values() for p in held]
+            empty = [k for k, (train, _) in self.mixture_problems.items() if not train]
+            if empty:
+                raise ConfigError(f"mixture: task {empty[0]!r} gave no training problems")
+            return
         if not cfg.curriculum.levels:
             self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
             if not self.train_problems:
@@ -660,6 +693,8 @@ class RLRecipe:
             row.update(episode_metrics(samples))
         if isinstance(self.sampler, CurriculumSampler):
             row.update(self.sampler.metrics())
+        if self.mixture_problems is not None:  # task/<label>/...: each task's share, accuracy and reward
+            row.update(task_metrics(samples, ro.verdicts, rewards))
         row.update(self.monitor.update([v.reason for v in ro.verdicts], rewards.tolist(),
                                        [s.num_tokens for s in samples],
                                        prompts=[self.prompts.get(s.problem_id, "") for s in samples],
@@ -813,7 +848,8 @@ class RLRecipe:
         """An ``eval.every`` evaluation, logged to the trackers' ``heldout`` group (heldout.jsonl)."""
         with self.isolated_rng():
             row = periodic_eval(self.engine, self.heldout, self.verifier, self.cfg, step, self.rollouts_done,
-                                env=self.env, reward_parts=self.rewards.rubric_parts if self.rewards.rubric else None)
+                                env=self.env, reward_parts=self.rewards.rubric_parts
+                                if (self.rewards.rubric or self.rewards.task_rubrics) else None)
         self.tracker.log(row, step, group="heldout")
 
     def interrupted(self, done: int, snap: tuple | None) -> None:

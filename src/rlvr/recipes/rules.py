@@ -16,6 +16,7 @@ function here::
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -214,6 +215,44 @@ def reward_functions(cfg: RunConfig) -> None:
     if (r.correct_reward, r.wrong_reward) != (1.0, 0.0):
         raise ValueError("reward.correct_reward / wrong_reward scale the reward of a run without reward.functions; "
                          "with functions, set the verifier function's params {correct: ..., wrong: ...}")
+
+
+@rule
+def task_mixture(cfg: RunConfig) -> None:
+    """Each ``mixture`` entry is a registered task with valid options, a unique label and a verifier that exists
+    (its own or ``reward.verifier``), with a valid rubric; the weights add up to a positive number; a mixture
+    trains in the in-process recipe, without a curriculum or a reward source that replaces the verifier."""
+    if not cfg.mixture:
+        return
+    from rlvr.rewards.rubric import Rubric
+    from rlvr.tasks.registry import TASKS
+    from rlvr.verifiers import VERIFIERS
+
+    seen: dict[str, int] = {}
+    for i, e in enumerate(cfg.mixture):
+        key = f"mixture[{i}]"
+        TASKS.entry(e.task, key=f"{key}.task")
+        TASKS.validate_params(e.task, dict(e.params), key=f"{key}.params")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", e.name):
+            raise ValueError(f"{key}.label: {e.name!r} is not a metric name (a letter, then letters, digits, _ . -)")
+        if e.name in seen:
+            raise ValueError(f"{key}.label: {e.name!r} is already the label of mixture[{seen[e.name]}]; set label:")
+        seen[e.name] = i
+        verifier = e.verifier or cfg.reward.verifier
+        VERIFIERS.entry(verifier, key=f"{key}.verifier")
+        VERIFIERS.check(verifier, e.verifier_params if e.verifier else cfg.reward.verifier_params,
+                        key=f"{key}.verifier_params")
+        if e.functions:
+            Rubric.from_specs(e.functions, key=f"{key}.functions")
+    if not sum(e.weight for e in cfg.mixture) > 0:
+        raise ValueError("mixture: the weights add up to 0; give a task a weight > 0")
+    if cfg.curriculum.levels:
+        raise ValueError("mixture and curriculum.levels both choose the training problems: use one of them")
+    if cfg.reward.source != "verifier":
+        raise ValueError(f"mixture scores each problem by its task's verifier and rubric; reward.source="
+                         f"{cfg.reward.source} replaces them: use reward.source=verifier")
+    if bad := in_process_only(cfg, ray=True):
+        raise ValueError(f"mixture runs in the in-process recipe only: not with {', '.join(bad)}")
 
 
 @rule

@@ -109,11 +109,21 @@ class GroupScores:
 class RewardPipeline:
     """The steps of the module docstring for one run's ``reward`` section (see the module docstring)."""
 
-    def __init__(self, settings: RewardConfig, *, max_new_tokens: int, seed: int = 0):
+    def __init__(self, settings: RewardConfig, *, max_new_tokens: int, seed: int = 0,
+                 task_functions: dict[str, Sequence[Any]] | None = None):
+        """``task_functions``: a task mixture's own rubrics by task label (a problem tagged with one of them in
+        ``metadata["task"]`` is scored by it; the others by ``reward.functions``)."""
         self.settings, self.max_new_tokens, self.seed = settings, max_new_tokens, seed
         self.stage = source_stage(settings.source)
         self.shaping = [(REWARD_SHAPING.get(name), dict(opts or {})) for name, opts in settings.shaping.items()]
-        self.rubric = build_rubric(settings)
+        self.rubric = build_rubric(settings.functions)
+        self.task_rubrics = {label: build_rubric(specs, key=f"mixture[{label}].functions")
+                             for label, specs in (task_functions or {}).items() if specs}
+
+    def rubric_for(self, problem: Problem | None) -> Rubric:
+        """The rubric that scores ``problem``: its mixture task's own, else ``reward.functions`` (maybe empty)."""
+        label = (problem.metadata or {}).get(TASK_KEY) if problem is not None else None
+        return self.task_rubrics.get(label, self.rubric)
 
     # ------------------------------------------------------------------ at collection, per group
     def score_group(self, problem: Problem, samples: Sequence[Sample], *, noise: torch.Generator,
@@ -138,7 +148,7 @@ class RewardPipeline:
         """Each rubric function's [G] values on one group of evaluation samples (their verdicts set; no noise):
         what the held-out evaluations log beside accuracy (e.g. a learned RM's score against the verified
         accuracy, the over-optimisation curve)."""
-        return self.rubric.score(GroupScores.of(problem, samples, self.max_new_tokens)).parts
+        return self.rubric_for(problem).score(GroupScores.of(problem, samples, self.max_new_tokens)).parts
 
     def noise(self, g: GroupScores, generator: torch.Generator) -> None:
         """Flip the verdicts with ``reward.flip_false_positive`` / ``flip_false_negative`` (the flipped verdict is
@@ -151,8 +161,9 @@ class RewardPipeline:
     def scale(self, g: GroupScores) -> None:
         """The verifier's reward: ``wrong_reward + (correct_reward - wrong_reward) * return``; with a rubric, the
         weighted sum of its functions (their values kept in ``g.parts``)."""
-        if self.rubric:
-            scored = self.rubric.score(g)
+        rubric = self.rubric_for(g.problem)
+        if rubric:
+            scored = rubric.score(g)
             g.reward, g.parts, g.part_errors = scored.reward, scored.parts, scored.errors
             return
         s = self.settings
@@ -208,15 +219,19 @@ def apply_keep(advantages: Tensor, keep: Tensor | None) -> Tensor:
 _RUBRICS: dict[str, Rubric] = {}
 
 
-def build_rubric(settings: RewardConfig) -> Rubric:
-    """The rubric of ``reward.functions`` (empty when none are listed), built once per distinct list in a process
-    (collection builds a pipeline every step)."""
-    if not settings.functions:
+TASK_KEY = "task"
+"""``Problem.metadata`` key of a mixture problem's task label (rlvr.tasks.mixture.TASK_KEY)."""
+
+
+def build_rubric(specs: Sequence[Any], key: str = "reward.functions") -> Rubric:
+    """The rubric of a list of reward-function entries (empty when none are listed), built once per distinct list
+    in a process (collection builds a pipeline every step)."""
+    if not specs:
         return Rubric([])
-    key = repr([f.model_dump() for f in settings.functions])
-    if key not in _RUBRICS:
-        _RUBRICS[key] = Rubric.from_specs(settings.functions)
-    return _RUBRICS[key]
+    cache_key = repr([f.model_dump() for f in specs])
+    if cache_key not in _RUBRICS:
+        _RUBRICS[cache_key] = Rubric.from_specs(specs, key=key)
+    return _RUBRICS[cache_key]
 
 
 def part_metrics(parts: dict[str, Tensor], errors: dict[str, int]) -> dict[str, float]:

@@ -42,6 +42,8 @@ class CollectSettings:
     """``algorithm.max_sampling_rounds``: generation rounds per step at most with dynamic sampling."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """The ``reward`` section: the reward pipeline's steps."""
+    task_functions: dict[str, list] = field(default_factory=dict)
+    """``mixture[*].functions``: a task mixture's own rubrics by task label."""
     guidance: GuidanceConfig | None = None
     """The ``guidance`` section: hints and demonstrations for all-fail groups (None: off)."""
 
@@ -125,7 +127,8 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     if not isinstance(env, Environment):
         env = SingleTurnEnvironment(env)
     G, P = params.n, settings.prompts_per_step
-    pipeline = RewardPipeline(settings.reward, max_new_tokens=params.max_new_tokens, seed=settings.seed)
+    pipeline = RewardPipeline(settings.reward, max_new_tokens=params.max_new_tokens, seed=settings.seed,
+                              task_functions=settings.task_functions)
     noise = torch.Generator().manual_seed(settings.seed * 1_000_003 + step)  # resume-exact
     max_rounds = settings.max_sampling_rounds if settings.dynamic_sampling else 1
     if budget_left is not None:  # train.max_rollouts: extra rounds may not overshoot the budget
@@ -160,11 +163,14 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
     if any(g.sourced for g in chosen):
         out.source_metrics = mean_metrics([g.metrics for g in chosen])
         out.keep = torch.cat([g.keep for g in chosen])
-    if chosen and chosen[0].parts:
-        out.reward_parts = {k: torch.cat([g.parts[k] for g in chosen]) for k in chosen[0].parts}
-        out.reward_part_errors = {k: sum(g.part_errors.get(k, 0) for g in chosen) for k in chosen[0].parts}
-        for i, s in enumerate(out.samples):  # each sample carries its named parts
-            s.reward_parts = {k: float(v[i]) for k, v in out.reward_parts.items()}
+    names = list(dict.fromkeys(k for g in chosen for k in g.parts))  # a mixture's tasks may name different parts
+    if names:
+        nan = lambda g: torch.full((len(g.samples),), float("nan"))  # noqa: E731 - a part another task's rubric lacks
+        out.reward_parts = {k: torch.cat([g.parts.get(k, nan(g)) for g in chosen]) for k in names}
+        out.reward_part_errors = {k: sum(g.part_errors.get(k, 0) for g in chosen) for k in names}
+        for g in chosen:  # each sample carries its own rubric's named parts
+            for i, s in enumerate(g.samples):
+                s.reward_parts = {k: float(v[i]) for k, v in g.parts.items()}
     if settings.guided:
         out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations)
     return out

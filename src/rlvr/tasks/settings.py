@@ -7,8 +7,9 @@ from typing import Any
 from pydantic import model_validator
 
 from rlvr.config import ConfigModel, option
+from rlvr.rewards.settings import RewardFunctionSpec
 
-__all__ = ["TaskConfig", "CurriculumConfig", "task_at_level"]
+__all__ = ["TaskConfig", "CurriculumConfig", "MixtureEntry", "task_at_level"]
 
 
 class TaskConfig(ConfigModel):
@@ -27,6 +28,27 @@ class TaskConfig(ConfigModel):
     moved = {k: f"task.params.{k} (an option of the task's registry entry)"
              for k in ("prompt_field", "answer_field", "template", "num_operands", "min_value", "max_value",
                        "operators", "num_train")}
+
+
+class MixtureEntry(ConfigModel):
+    """One task of a task mixture (``mixture``): its problems, its share of the prompts and its rubric."""
+
+    task: str = option("arithmetic", "registered task name (as task.name)")
+    label: str | None = option(None, "its name in metrics (task/<label>/...) and problem ids; default: the task")
+    weight: float = option(1.0, "its share of the training prompts (weights are normalised)", ge=0)
+    params: dict[str, Any] = option(None, "the task's options (as task.params)", default_factory=dict)
+    path: str | None = option(None, "file to read (as task.path)")
+    num_heldout: int | None = option(None, "its held-out problems (None: task.num_heldout)", ge=0)
+    verifier: str | None = option(None, "the registered verifier that scores its problems (its environment's "
+                                        "checker; None: reward.verifier)")
+    verifier_params: dict[str, Any] = option(None, "the verifier's options", default_factory=dict)
+    functions: list[RewardFunctionSpec] = option(None, "its rubric (as reward.functions; empty: reward.functions, "
+                                                       "else the verifier's scaled reward)", default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The label problems, metrics and the rubric are keyed by."""
+        return self.label or self.task
 
 
 class CurriculumConfig(ConfigModel):

@@ -347,7 +347,9 @@ class RLRecipe:
                 raise ValueError("a task mixture builds its tasks from the mixture section: do not inject problems")
             self.mixture_problems = build_mixture(cfg.mixture, cfg.task)
             self.train_problems = [p for train, _ in self.mixture_problems.values() for p in train]
-            self.heldout = [p for _, held in self.mixture_problems.values() for p in held]
+            # held-out problems interleaved task by task, so eval.num_problems keeps every task in the evaluation
+            helds = [held for _, held in self.mixture_problems.values()]
+            self.heldout = [h[i] for i in range(max(map(len, helds), default=0)) for h in helds if i < len(h)]
             empty = [k for k, (train, _) in self.mixture_problems.items() if not train]
             if empty:
                 raise ConfigError(f"mixture: task {empty[0]!r} gave no training problems")

@@ -11,6 +11,7 @@ import torch
 
 from conftest import make_model, make_tokenizer
 from rlvr.learner.batching import collate, completion_start, policy_logprobs
+from rlvr.recipes.rl import RLRecipe
 from rlvr.types import Batch, Sample
 
 PROMPT = "What is 2+2?"
@@ -139,3 +140,12 @@ def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     """``(x - mean) / (std + eps)`` over the masked entries, sample (Bessel-corrected) std; 0 off the mask."""
     v = x[mask.bool()]
     return (x - v.mean()) / (v.std(correction=1) + eps) * mask
+
+
+class Recorder(RLRecipe):
+    """The RL recipe, keeping each step's rollouts and scored batch (``seen``: ``[(rollouts, scored), ...]``)."""
+
+    def advantages(self, ro):
+        scored = super().advantages(ro)
+        self.seen = getattr(self, "seen", []) + [(ro, scored)]
+        return scored

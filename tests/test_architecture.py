@@ -21,7 +21,7 @@ def _lint(src: Path) -> subprocess.CompletedProcess:
 def test_layers_contract_is_kept():
     res = _lint(ROOT / "src")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert "3 kept, 0 broken" in res.stdout
+    assert "4 kept, 0 broken" in res.stdout
 
 
 def test_a_planted_upward_import_breaks_the_contract(tmp_path):
@@ -52,6 +52,20 @@ def test_a_planted_run_model_import_or_recipe_cycle_breaks_its_contract(tmp_path
     assert "nothing below the recipes imports the run model (rlvr.recipes.config) BROKEN" in out
     assert "rlvr.rollout.collect -> rlvr.recipes.config" in out
     assert "the recipe modules import each other without a cycle BROKEN" in out
+
+
+def test_a_planted_advantage_computation_outside_the_credit_stage_breaks_its_contract(tmp_path):
+    """The reward stage importing GAE (as it did before the credit stage existed) is reported."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    target = src / "rlvr" / "rewards" / "pipeline.py"
+    target.write_text(target.read_text() + "\n\ndef _planted():\n    from rlvr.algorithms.gae import gae_advantages\n"
+                                            "    return gae_advantages\n")
+    res = _lint(src)
+    assert res.returncode != 0
+    out = " ".join(res.stdout.split())
+    assert "advantages are computed in the credit stage only BROKEN" in out
+    assert "rlvr.rewards.pipeline -> rlvr.algorithms.gae" in out
 
 
 # --------------------------------------------------------------------------- typed boundaries, short functions

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.algorithms import get_advantage_estimator
 from rlvr.config import ConfigError, load_config
 from rlvr.credit.turns import (anchor_keys, discounted_turn_returns, gigpo_turn_advantages, loo_turn_advantages,
                                loo_turn_baseline, spread_over_turns, turn_of_token, turn_rewards)
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.types import Problem, Sample, Verdict
 
 
@@ -160,13 +160,6 @@ def _parity(completion: str, reference: str) -> Verdict:
 
 PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(3 * i)) for i in range(8)],
          [Problem(f"h{i}", prompt=f"{i}*7", answer=str(7 * i)) for i in range(3)])
-
-
-class Recorder(RLRecipe):
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 @pytest.mark.parametrize("credit,estimator", [("loo", "rloo"), ("gigpo", "grpo")])

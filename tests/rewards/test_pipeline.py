@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.rewards.noisy import flip_rewards
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline, source_stage
 from rlvr.rewards.settings import RewardConfig
@@ -101,15 +101,6 @@ def test_sources_say_by_their_tag_when_the_loop_computes_them():
 
 
 # --------------------------------------------------------------------------- one file, no edit elsewhere
-class Recorder(RLRecipe):
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.seen = []
-
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen.append((ro, scored))
-        return scored
 
 
 def _parity(completion: str, reference: str) -> Verdict:

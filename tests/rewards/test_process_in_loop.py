@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from conftest import make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.reward_sources import prm_step_inputs
 from rlvr.rewards.settings import RewardConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Sample, Verdict
 
@@ -106,13 +106,6 @@ def _parity(completion: str, reference: str) -> Verdict:
 
 PROBS = ([Problem(f"t{i}", prompt=f"What is {i}+3?", answer=str(i + 3)) for i in range(8)],
          [Problem(f"h{i}", prompt=f"What is {i}+7?", answer=str(i + 7)) for i in range(3)])
-
-
-class Recorder(RLRecipe):
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.rewards.functions.calibration import stated_confidence
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline
 from rlvr.rewards.rubric import REWARD_FUNCTIONS, RewardFunction, Rubric, reward_function
@@ -177,13 +177,6 @@ def _last_digit(completion: str, reference: str) -> Verdict:
 
 PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
          [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
-
-
-class Recorder(RLRecipe):
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 def _run(out: Path, *extra: str):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Verdict
 
@@ -29,15 +29,6 @@ def _last_digit(completion: str, reference: str) -> Verdict:
 
 PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
          [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
-
-
-class Recorder(RLRecipe):
-    """Keeps each step's rollouts and scored batch for the assertions."""
-
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 def _run(out, *extra, recipe=Recorder, seed=0):

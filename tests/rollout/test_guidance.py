@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from conftest import make_model, make_tokenizer
+from rl_harness import Recorder
 from rlvr.config import ConfigError, load_config
 from rlvr.engines.hf import HFEngine, format_prompt
 from rlvr.learner.batching import collate
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.rollout.collect import CollectSettings, collect_rollouts
 from rlvr.rollout.guidance import hint_lengths, reference_solution
 from rlvr.tasks.arithmetic import ArithmeticSpec, arithmetic_split
@@ -259,13 +259,6 @@ def test_generated_tasks_carry_worked_solutions_the_verifier_accepts_without_cha
 PROBS = ([Problem(f"t{i}", prompt=f"What is {i} * 7?", answer=str(9131 + i),
                   metadata={"solution": f"\\boxed{{{9131 + i}}}"}) for i in range(6)],
          [Problem(f"h{i}", prompt=f"What is {i} * 9?", answer=str(9181 + i)) for i in range(2)])
-
-
-class Recorder(RLRecipe):
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 def _train(out: Path, *extra):

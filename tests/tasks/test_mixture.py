@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
+from rl_harness import Recorder
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
-from rlvr.recipes.rl import RLRecipe
 from rlvr.tasks.mixture import MixtureSampler, task_of
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem
@@ -55,13 +55,6 @@ MIXTURE = ("mixture=[{task: arithmetic, label: sums, weight: 1, num_heldout: 4, 
            " {task: arithmetic, label: tags, weight: 1, num_heldout: 4, params: {num_train: 24, max_value: 9},"
            " verifier: format, verifier_params: {think: false, answer: false, boxed: true},"
            " functions: [{kind: verifier}, {kind: length, weight: 0.5}]}]")
-
-
-class Recorder(RLRecipe):
-    def advantages(self, ro):
-        scored = super().advantages(ro)
-        self.seen = getattr(self, "seen", []) + [(ro, scored)]
-        return scored
 
 
 def test_each_problem_is_scored_by_its_own_tasks_verifier_and_rubric(tmp_path):

@@ -16,7 +16,6 @@ function here::
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Callable
 
@@ -181,34 +180,38 @@ def reward_shaping(cfg: RunConfig) -> None:
                              "reward.source=verifier")
 
 
+def check_rubric(specs, key: str, cfg: RunConfig) -> None:
+    """A list of reward-function entries (``reward.functions``, a mixture task's ``functions``): each a registered
+    kind with valid options and a usable name, the names unique, one weight positive; each factory is built (it
+    checks its options; nothing heavy loads before a first call)."""
+    from rlvr.rewards.rubric import NAME_PATTERN, REWARD_FUNCTIONS, Rubric
+
+    seen: dict[str, int] = {}
+    for i, f in enumerate(specs):
+        at = f"{key}[{i}]"
+        REWARD_FUNCTIONS.entry(f.kind, key=f"{at}.kind")
+        REWARD_FUNCTIONS.check(f.kind, f.params, key=f"{at}.params", max_new_tokens=cfg.rollout.max_new_tokens)
+        name = f.name or f.kind
+        if not NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"{at}.name: {name!r} is not a metric name (a letter, then letters, digits, _ . -; "
+                             "at most 64)")
+        if name in seen:
+            raise ValueError(f"{at}.name: {name!r} is already the name of {key}[{seen[name]}]; "
+                             "give one of them another name")
+        seen[name] = i
+    if not any(f.weight > 0 for f in specs):
+        raise ValueError(f"{key}: every weight is 0, so nothing would be trained on; give one a weight > 0")
+    Rubric.from_specs(specs, key=key)
+
+
 @rule
 def reward_functions(cfg: RunConfig) -> None:
-    """Each ``reward.functions`` entry is a registered kind with valid options and a usable name; the names are
-    unique and one weight is positive; the rubric replaces the verifier's scaled reward, so the options of that
-    reward and other reward sources are refused beside it."""
+    """``reward.functions`` is a valid rubric (:func:`check_rubric`); it replaces the verifier's scaled reward, so
+    the options of that reward and other reward sources are refused beside it."""
     r = cfg.reward
     if not r.functions:
         return
-    from rlvr.rewards.rubric import NAME_PATTERN, REWARD_FUNCTIONS
-
-    seen: dict[str, int] = {}
-    for i, f in enumerate(r.functions):
-        key = f"reward.functions[{i}]"
-        REWARD_FUNCTIONS.entry(f.kind, key=f"{key}.kind")
-        REWARD_FUNCTIONS.check(f.kind, f.params, key=f"{key}.params", max_new_tokens=cfg.rollout.max_new_tokens)
-        name = f.name or f.kind
-        if not NAME_PATTERN.fullmatch(name):
-            raise ValueError(f"{key}.name: {name!r} is not a metric name (a letter, then letters, digits, _ . -; "
-                             "at most 64)")
-        if name in seen:
-            raise ValueError(f"{key}.name: {name!r} is already the name of reward.functions[{seen[name]}]; "
-                             "give one of them another name")
-        seen[name] = i
-    if not any(f.weight > 0 for f in r.functions):
-        raise ValueError("reward.functions: every weight is 0, so nothing would be trained on; give one a weight > 0")
-    from rlvr.rewards.rubric import Rubric
-
-    Rubric.from_specs(r.functions)  # each factory checks its options (nothing heavy loads before a first call)
+    check_rubric(r.functions, "reward.functions", cfg)
     if r.source != "verifier":
         raise ValueError(f"reward.functions replaces the verifier's reward; reward.source={r.source} replaces it "
                          "too: use one of them")
@@ -224,7 +227,7 @@ def task_mixture(cfg: RunConfig) -> None:
     trains in the in-process recipe, without a curriculum or a reward source that replaces the verifier."""
     if not cfg.mixture:
         return
-    from rlvr.rewards.rubric import Rubric
+    from rlvr.rewards.rubric import NAME_PATTERN
     from rlvr.tasks.registry import TASKS
     from rlvr.verifiers import VERIFIERS
 
@@ -233,7 +236,7 @@ def task_mixture(cfg: RunConfig) -> None:
         key = f"mixture[{i}]"
         TASKS.entry(e.task, key=f"{key}.task")
         TASKS.validate_params(e.task, dict(e.params), key=f"{key}.params")
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", e.name):
+        if not NAME_PATTERN.fullmatch(e.name):
             raise ValueError(f"{key}.label: {e.name!r} is not a metric name (a letter, then letters, digits, _ . -)")
         if e.name in seen:
             raise ValueError(f"{key}.label: {e.name!r} is already the label of mixture[{seen[e.name]}]; set label:")
@@ -243,7 +246,7 @@ def task_mixture(cfg: RunConfig) -> None:
         VERIFIERS.check(verifier, e.verifier_params if e.verifier else cfg.reward.verifier_params,
                         key=f"{key}.verifier_params")
         if e.functions:
-            Rubric.from_specs(e.functions, key=f"{key}.functions")
+            check_rubric(e.functions, f"{key}.functions", cfg)
     if not sum(e.weight for e in cfg.mixture) > 0:
         raise ValueError("mixture: the weights add up to 0; give a task a weight > 0")
     if cfg.curriculum.levels:

@@ -260,6 +260,16 @@ def test_a_rubric_beside_the_options_it_replaces_is_refused(tmp_path, extra, mat
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[{kind: verifier}]", extra])
 
 
+def test_a_bare_kind_is_short_for_an_entry_and_other_shapes_are_refused(tmp_path):
+    cfg = load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[verifier, {kind: format, "
+                                        "weight: 0.2}]"])
+    assert [(f.kind, f.weight) for f in cfg.reward.functions] == [("verifier", 1.0), ("format", 0.2)]
+    with pytest.raises(ConfigError, match=r"reward.functions: expected list\[RewardFunctionSpec\], got dict"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions={kind: verifier}"])
+    with pytest.raises(ConfigError, match=r"reward.functions\[0\]: expected RewardFunctionSpec, got int"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[3]"])
+
+
 def test_a_rubric_in_a_yaml_file_names_the_file_and_line_of_a_bad_entry(tmp_path):
     f = tmp_path / "run.yaml"
     f.write_text("reward:\n  functions:\n    - kind: verifier\n    - kind: format\n      weight: -0.5\n")

@@ -41,6 +41,7 @@ from rlvr.algorithms import EntropyFloor, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
 from rlvr.config import ConfigError, config_to_dict, save_config
+from rlvr.credit import CreditStage
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
@@ -66,7 +67,6 @@ from rlvr.models.lora import apply_lora
 from rlvr.models.vision import as_tokenizer, is_vision_model
 from rlvr.models.value_head import build_critic
 from rlvr.plugins import load_plugins
-from rlvr.credit import CreditStage
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig, task_at_level
 from rlvr.recipes.multimodal import check_vision_run
@@ -251,7 +251,7 @@ class RLRecipe:
         self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
         self.optimizer = self.scheduler = None
         self.verifier = self.env = self.engine = None
-        self.sampler: PromptSampler | CurriculumSampler | None = None
+        self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
         self.dfilter: DifficultyFilter | None = None
         self.ref_reset: ReferenceResetSchedule | None = None
         self.entropy_floor: EntropyFloor | None = None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from rlvr.config import ConfigModel, option
 
 __all__ = ["RewardConfig", "RewardFunctionSpec"]
@@ -18,6 +20,12 @@ class RewardFunctionSpec(ConfigModel):
     name: str | None = option(None, "the name it is logged under (reward/<name>); default: the kind")
     weight: float = option(1.0, "its weight in the reward; 0: computed and logged, never trained on", ge=0)
     params: dict[str, Any] = option(None, "the kind's options", default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_bare_kind(cls, data: Any) -> Any:
+        """``format`` is short for ``{kind: format}``."""
+        return {"kind": data} if isinstance(data, str) else data
 
 
 class RewardConfig(ConfigModel):

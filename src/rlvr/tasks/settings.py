@@ -45,6 +45,12 @@ class MixtureEntry(ConfigModel):
     functions: list[RewardFunctionSpec] = option(None, "its rubric (as reward.functions; empty: reward.functions, "
                                                        "else the verifier's scaled reward)", default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _a_bare_task(cls, data: Any) -> Any:
+        """``gsm8k`` is short for ``{task: gsm8k}``."""
+        return {"task": data} if isinstance(data, str) else data
+
     @property
     def name(self) -> str:
         """The label problems, metrics and the rubric are keyed by."""

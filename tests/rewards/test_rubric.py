@@ -408,3 +408,25 @@ def test_bad_judge_rubrics_are_refused_at_load(tmp_path, params, match):
     with pytest.raises(ConfigError, match=match):
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}",
                                       f"reward.functions=[{{kind: verifier}}, {{kind: judge_rubric, params: {params}}}]"])
+
+
+def test_prm_reward_is_the_aggregated_step_scores_of_the_process_reward_model(tiny_model_dir):
+    from rlvr.rewards.models import ProcessRewardModel, split_steps
+
+    texts = ["1+1\n= 2\n\\boxed{2}", "so 3", "2\n\n\n4"]
+    g = _group([1, 0, 0], [5, 3, 4], texts)
+    params = {"path": str(tiny_model_dir), "step_tag": "#", "delimiter": "\n", "device": "cpu"}
+    r = _rubric({"kind": "verifier"}, {"kind": "prm", "name": "prm_min", "weight": 0.5, "params": params},
+                {"kind": "prm", "name": "prm_last", "weight": 0.0, "params": {**params, "aggregate": "last"}}).score(g)
+    prm = ProcessRewardModel(str(tiny_model_dir), step_tag="#", delimiter="\n")
+    steps = [prm.score_steps(PROBLEM, split_steps(t, "\n")) for t in texts]
+    assert [len(s) for s in steps] == [3, 1, 2] and len({round(x, 6) for s in steps for x in s}) > 3
+    close(r.parts["prm_min"], [min(s) for s in steps])
+    close(r.parts["prm_last"], [s[-1] for s in steps])
+    close(r.reward, [c + 0.5 * min(s) for c, s in zip([1, 0, 0], steps)])
+
+
+def test_a_prm_path_that_is_not_a_causal_lm_is_refused_at_load(tmp_path, orm_dir):
+    with pytest.raises(ConfigError, match=r"reward.functions\[1\].params: .*must be a causal LM"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[verifier, "
+                                      f"{{kind: prm, params: {{path: '{orm_dir}'}}}}]"])

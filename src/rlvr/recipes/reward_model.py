@@ -12,8 +12,8 @@
   step's label is their success rate under the task's verifier (soft estimation;
   ``label=hard``: 1 if any continuation succeeds); the last step's label is the
   sample's own verdict.  The model is the policy's causal LM trained on the
-  Math-Shepherd step-tag format that :class:`rlvr.search.scorers.ProcessRewardModel`
-  reads (:func:`rlvr.search.scorers.prm_input_ids`): at each tag position the
+  Math-Shepherd step-tag format that :class:`rlvr.rewards.models.ProcessRewardModel`
+  reads (:func:`rlvr.rewards.models.prm_input_ids`): at each tag position the
   cross-entropy of ``softmax(logits[[good, bad]])`` against the label.
 
 Both are trained fully or with LoRA (merged before saving, so the directory is a

@@ -1,10 +1,10 @@
 """Process rewards in the RL recipe: the PRM of ``reward.process_prm`` and its step scores of a batch.
 
 Each completion is split into steps at the PRM's delimiter, the PRM scores the steps
-(:class:`rlvr.search.scorers.ProcessRewardModel`), each step's last token is found in the
-completion's tokens (:func:`rlvr.algorithms.process.step_end_tokens`), and the reward pipeline
+(:class:`rlvr.rewards.models.ProcessRewardModel`), each step's last token is found in the
+completion's tokens (:func:`rlvr.algorithms.process.step_end_tokens`), and the credit stage
 turns the step scores into token-level advantages
-(:meth:`rlvr.rewards.pipeline.RewardPipeline.process_credit`).  Reward sources computed from
+(:meth:`rlvr.credit.stage.CreditStage.process_credit`).  Reward sources computed from
 the policy are :mod:`rlvr.learner.passes`'s.
 """
 

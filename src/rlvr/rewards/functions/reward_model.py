@@ -1,18 +1,21 @@
-"""The ``outcome_rm`` reward function: a learned outcome reward model's score as (part of) the reward."""
+"""Learned reward models as reward functions: ``outcome_rm`` (an ORM's score) and ``prm`` (a PRM's aggregated step
+scores), each loaded once per process at its first call."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import json
+from pathlib import Path
+from typing import Any, Callable, Literal
 
 from pydantic import PositiveInt
 
-from rlvr.rewards.models import OutcomeRewardModel, check_reward_model_dir
+from rlvr.rewards.models import AGGREGATIONS, OutcomeRewardModel, ProcessRewardModel, check_reward_model_dir
 from rlvr.rewards.rubric import reward_function
 
-__all__ = ["outcome_rm_reward"]
+__all__ = ["outcome_rm_reward", "prm_reward"]
 
-_LOADED: dict[tuple[str, str, int], OutcomeRewardModel] = {}
-"""Models loaded in this process, by (path, device, max_length): one copy however often the rubric is built."""
+_LOADED: dict[tuple, OutcomeRewardModel | ProcessRewardModel] = {}
+"""Models loaded in this process, by what they were loaded with: one copy however often the rubric is built."""
 
 
 def _model(path: str, device: str, max_length: int) -> OutcomeRewardModel:
@@ -46,5 +49,47 @@ def outcome_rm_reward(path: str, device: str = "auto", max_length: PositiveInt =
 
     def score(problem, completions: list[str]) -> list[float]:
         return _model(path, device, max_length).score_many([(problem, c) for c in completions], batch_size)
+
+    return score
+
+
+def _check_prm(params: dict[str, Any], **_: Any) -> None:
+    check_reward_model_dir(params["path"], "prm")
+
+
+def _prm(path: str, device: str, opts: tuple) -> ProcessRewardModel:
+    key = ("prm", path, device, opts)
+    if key not in _LOADED:
+        from rlvr.utils.device import resolve_device
+
+        _LOADED[key] = ProcessRewardModel(path, device=str(resolve_device(device)), **dict(opts))
+    return _LOADED[key]
+
+
+@reward_function("prm", scope="group", check=_check_prm)
+def prm_reward(path: str, aggregate: Literal["min", "last", "mean", "prod"] = "min", device: str = "auto",
+               step_tag: str | None = None, good: str | None = None, bad: str | None = None,
+               delimiter: str | None = None) -> Callable[..., list[float]]:
+    """A process reward model's step scores, aggregated into one score in [0, 1] per completion.
+
+    ``path`` is a Math-Shepherd PRM directory (``rlvr rm train kind=prm`` writes one): each completion is split
+    into steps at ``delimiter``, every step scored, and the scores aggregated by ``aggregate`` (``min``: a
+    solution is worth its weakest step, as Lightman et al. 2023 and PURE's min-form; ``last``, ``mean``,
+    ``prod``).  The input format (step tag, good / bad tokens, delimiter) is the one its
+    ``rlvr_reward_model.json`` records unless given.  For step scores as per-token credit instead of one
+    score, see ``reward.process_prm``.
+    """
+    check_reward_model_dir(path, "prm")
+    if aggregate not in AGGREGATIONS:
+        raise ValueError(f"aggregate must be one of {AGGREGATIONS}, got {aggregate!r}")
+    meta_file = Path(path) / "rlvr_reward_model.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    given = {"step_tag": step_tag, "good": good, "bad": bad, "delimiter": delimiter}
+    defaults = {"step_tag": "ки", "good": "+", "bad": "-", "delimiter": "\n\n"}
+    opts = tuple((k, v if v is not None else meta.get(k, defaults[k])) for k, v in given.items())
+
+    def score(problem, completions: list[str]) -> list[float]:
+        model = _prm(path, device, opts + (("aggregate", aggregate),))
+        return [model.score(problem, c) for c in completions]
 
     return score

@@ -36,22 +36,40 @@ def test_draws_follow_the_weights_and_each_task_walks_its_own_order():
     assert counts["a"] / 4000 == pytest.approx(0.75, abs=0.03)
     a = [p.id for p in drawn if task_of(p) == "a"][:10]
     assert sorted(a[:5]) == [f"a/{i}" for i in range(5)]  # a full pass over task a before any repeat
-    assert s.shares()["a"] == pytest.approx(counts["a"] / 4000)
+    assert s.probabilities == pytest.approx([0.75, 0.25]) and s.position == 4000
 
 
 @settings(max_examples=30, deadline=None)
-@given(first=st.integers(0, 60), then=st.integers(1, 30), seed=st.integers(0, 5))
-def test_a_sampler_restored_at_a_position_draws_what_the_uninterrupted_one_draws(first, then, seed):
+@given(first=st.integers(0, 60), then=st.integers(1, 30), seed=st.integers(0, 5), adapt=st.sampled_from(["none",
+                                                                                                          "learnable"]))
+def test_a_sampler_restored_from_its_state_draws_what_the_uninterrupted_one_draws(first, then, seed, adapt):
     probs = {"a": _problems("a", 4), "b": _problems("b", 9)}
     w = {"a": 1.0, "b": 2.0}
-    whole = MixtureSampler(probs, w, seed=seed)
+    whole = MixtureSampler(probs, w, seed=seed, adapt=adapt)
     whole.next(first)
-    resumed = MixtureSampler(probs, w, seed=seed, position=first)
+    whole.observe({"a": [True, False, True], "b": [False]})
+    resumed = MixtureSampler(probs, w, seed=seed, adapt=adapt)
+    resumed.load_state_dict(whole.state_dict())
     assert [p.id for p in whole.next(then)] == [p.id for p in resumed.next(then)]
 
 
+def test_learnable_weights_move_toward_the_tasks_with_learnable_groups_by_hand():
+    s = MixtureSampler({"a": _problems("a", 3), "b": _problems("b", 3)}, {"a": 1.0, "b": 3.0}, adapt="learnable",
+                       alpha=0.5, floor=0.1)
+    assert s.probabilities == pytest.approx([0.25, 0.75])  # u starts at 1: the weights as given
+    s.observe({"a": [True, True], "b": [False, True, False, False]})
+    # u_a = 1 + 0.5 (1 - 1) = 1; u_b = 1 + 0.5 (0.25 - 1) = 0.625; p ∝ w (0.1 + u): 1.1 and 3 * 0.725 = 2.175
+    assert s.useful == pytest.approx([1.0, 0.625])
+    assert s.probabilities == pytest.approx([1.1 / 3.275, 2.175 / 3.275])
+    s.observe({"b": [True]})  # a task without groups this step keeps its average
+    assert s.useful == pytest.approx([1.0, 0.8125])
+    fixed = MixtureSampler({"a": _problems("a", 3), "b": _problems("b", 3)}, {"a": 1.0, "b": 3.0})
+    fixed.observe({"a": [False]})
+    assert fixed.probabilities == pytest.approx([0.25, 0.75])  # adapt=none: the weights, whatever is observed
+
+
 # --------------------------------------------------------------------------- through the real loop
-MIXTURE = ("mixture=[{task: arithmetic, label: sums, weight: 1, num_heldout: 4, params: {num_train: 24, max_value: 9}},"
+MIXTURE = ("mixture.tasks=[{task: arithmetic, label: sums, weight: 1, num_heldout: 4, params: {num_train: 24, max_value: 9}},"
            " {task: arithmetic, label: tags, weight: 1, num_heldout: 4, params: {num_train: 24, max_value: 9},"
            " verifier: format, verifier_params: {think: false, answer: false, boxed: true},"
            " functions: [{kind: verifier}, {kind: length, weight: 0.5}]}]")
@@ -90,13 +108,14 @@ def test_each_problem_is_scored_by_its_own_tasks_verifier_and_rubric(tmp_path):
 
 
 @pytest.mark.parametrize("override,match", [
-    ("mixture=[{task: arithmtic}]", r"mixture\[0\].task: unknown task 'arithmtic'"),
-    ("mixture=[{task: arithmetic, weight: 0}, {task: arithmetic, label: b, weight: 0}]", "weights add up to 0"),
-    ("mixture=[{task: arithmetic, weight: -1}]", r"mixture\[0\].weight: must be >= 0"),
-    ("mixture=[{task: arithmetic}, {task: arithmetic}]", r"mixture\[1\].label: 'arithmetic' is already"),
-    ("mixture=[{task: arithmetic, verifier: nope}]", r"mixture\[0\].verifier: unknown verifier 'nope'"),
-    ("mixture=[{task: arithmetic, params: {max_valu: 3}}]", r"mixture\[0\].params.max_valu: not an option"),
-    ("mixture=[{task: arithmetic, functions: [{kind: nope}]}]", r"mixture\[0\].functions\[0\].kind: unknown"),
+    ("mixture.tasks=[{task: arithmtic}]", r"mixture.tasks\[0\].task: unknown task 'arithmtic'"),
+    ("mixture.tasks=[{task: arithmetic, weight: 0}, {task: arithmetic, label: b, weight: 0}]", "weights add up to 0"),
+    ("mixture.tasks=[{task: arithmetic, weight: -1}]", r"mixture.tasks\[0\].weight: must be >= 0"),
+    ("mixture.tasks=[arithmetic, arithmetic]", r"mixture.tasks\[1\].label: 'arithmetic' is already"),
+    ("mixture.tasks=[{task: arithmetic, verifier: nope}]", r"mixture.tasks\[0\].verifier: unknown verifier 'nope'"),
+    ("mixture.tasks=[{task: arithmetic, params: {max_valu: 3}}]", r"mixture.tasks\[0\].params.max_valu: not an option"),
+    ("mixture.tasks=[{task: arithmetic, functions: [{kind: nope}]}]", r"mixture.tasks\[0\].functions\[0\].kind: unknown"),
+    ("mixture.adapt=greedy", r"mixture.adapt"),
 ])
 def test_bad_mixtures_are_refused_when_the_config_loads(tmp_path, override, match):
     with pytest.raises(ConfigError, match=match):
@@ -104,8 +123,31 @@ def test_bad_mixtures_are_refused_when_the_config_loads(tmp_path, override, matc
 
 
 def test_a_mixture_beside_a_curriculum_or_a_label_free_source_is_refused(tmp_path):
-    base = [f"train.output_dir={tmp_path}", "mixture=[{task: arithmetic}]"]
+    base = [f"train.output_dir={tmp_path}", "mixture.tasks=[arithmetic]"]
     with pytest.raises(ConfigError, match="use one of them"):
         load_config(RunConfig, None, base + ["curriculum.levels=[{max_value: 60}, {max_value: 99}]"])
     with pytest.raises(ConfigError, match="use reward.source=verifier"):
         load_config(RunConfig, None, base + ["reward.source=majority_vote"])
+
+
+def test_an_adaptive_mixture_resumes_exactly_and_logs_its_probabilities(tmp_path):
+    """4 steps in one run, and 2 steps then a resume to 4: the same rows (the adaptive weights, the tasks'
+    positions and the draws are all checkpointed)."""
+    tok = make_tokenizer()
+    extra = ("rollout.max_new_tokens=6", MIXTURE, "mixture.adapt=learnable", "mixture.adapt_alpha=0.5",
+             "train.save_every=1")
+
+    def run(out, steps, resume=False):
+        cfg = tiny_run_config(out, f"train.steps={steps}", *extra, *(["train.resume=true"] if resume else []))
+        Recorder(cfg, model=make_model(tok), tokenizer=tok).train()
+        return read_metrics(Path(out) / "metrics.jsonl")
+
+    whole = run(tmp_path / "whole", 4)
+    run(tmp_path / "split", 2)
+    split = run(tmp_path / "split", 4, resume=True)
+    timing = ("time", "_s", "tokens_per_s", "rss", "share")
+    untimed = lambda r: {k: v for k, v in r.items() if not any(t in k for t in timing) or k.startswith("task/")}
+    assert [untimed(r) for r in split] == [untimed(r) for r in whole]
+    probs = [r["task/sums/probability"] for r in whole]
+    assert all(0 < p < 1 for p in probs) and len(set(probs)) > 1  # the weights moved
+    assert all("task/tags/learnable" in r for r in whole)

@@ -23,7 +23,7 @@ from rlvr.rewards.settings import RewardConfig
 from rlvr.rollout.async_rollouts import GeneratorSettings
 from rlvr.rollout.collect import CollectSettings
 from rlvr.rollout.settings import GuidanceConfig, RolloutConfig
-from rlvr.tasks.settings import CurriculumConfig, MixtureEntry, TaskConfig, task_at_level
+from rlvr.tasks.settings import CurriculumConfig, MixtureConfig, TaskConfig, task_at_level
 
 __all__ = [
     "ModelConfig",
@@ -275,10 +275,9 @@ class RunConfig(ConfigModel):
                                 default_factory=list)
     model: ModelConfig = option(None, "the policy: which model, dtype, device, LoRA", default_factory=ModelConfig)
     task: TaskConfig = option(None, "where training and held-out problems come from", default_factory=TaskConfig)
-    mixture: list[MixtureEntry] = option(None, "a task mixture: several tasks in one run, each {task, label, weight, "
-                                               "params, verifier, functions}; prompts drawn by weight, each problem "
-                                               "scored by its own task's verifier and rubric (empty: task alone)",
-                                         default_factory=list)
+    mixture: MixtureConfig = option(None, "a task mixture: several tasks in one run, prompts drawn by weight, each "
+                                          "problem scored by its own task's verifier and rubric",
+                                    default_factory=MixtureConfig)
     rollout: RolloutConfig = option(None, "sampling completions: group size, lengths, temperature, engine", default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = option(None, "advantage estimator, policy loss, KL, clipping, sampling policies", default_factory=AlgorithmConfig)
     reward: RewardConfig = option(None, "verifier and reward shaping", default_factory=RewardConfig)
@@ -352,7 +351,7 @@ class RunConfig(ConfigModel):
         return CollectSettings(prompts_per_step=self.train.prompts_per_step, seed=self.train.seed,
                                dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
                                reward=self.reward, guidance=g if (g.hints or g.demonstrations) else None,
-                               task_functions={e.name: list(e.functions) for e in self.mixture if e.functions})
+                               task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions})
 
     def generator_settings(self) -> GeneratorSettings:
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""

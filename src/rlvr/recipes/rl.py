@@ -75,7 +75,7 @@ from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.tasks.curriculum import CurriculumSampler
-from rlvr.tasks.mixture import MixtureSampler, build_mixture, task_metrics
+from rlvr.tasks.mixture import MixtureSampler, build_mixture, learnable_groups, task_metrics
 from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.trackers import open_trackers
@@ -308,10 +308,10 @@ class RLRecipe:
     def build_env(self):
         """The run's environment; for a task mixture one per task, each with its own verifier, routed by label."""
         cfg = self.cfg
-        if not cfg.mixture:
+        if not cfg.mixture.tasks:
             return build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
         envs = {}
-        for e in cfg.mixture:
+        for e in cfg.mixture.tasks:
             verifier = get_verifier(e.verifier, **e.verifier_params) if e.verifier else self.verifier
             envs[e.name] = build_environment(cfg.env.name, verifier, self.tokenizer, **cfg.env.params)
         return MixtureEnvironment(envs)
@@ -321,8 +321,10 @@ class RLRecipe:
         cfg, alg, cur = self.cfg, self.cfg.algorithm, self.cfg.curriculum
         seed = cfg.train.seed
         if self.mixture_problems is not None:
+            m = cfg.mixture
             self.sampler = MixtureSampler({k: train for k, (train, _) in self.mixture_problems.items()},
-                                          {e.name: e.weight for e in cfg.mixture}, seed=seed)
+                                          {e.name: e.weight for e in m.tasks}, seed=seed, adapt=m.adapt,
+                                          alpha=m.adapt_alpha, floor=m.adapt_floor)
         elif self.curriculum_levels is None:
             self.sampler = PromptSampler(self.train_problems, seed=seed)
         else:
@@ -342,17 +344,17 @@ class RLRecipe:
         cfg = self.cfg
         self.curriculum_levels = None
         self.mixture_problems = None
-        if cfg.mixture:  # each task's problems, tagged with its label; held-out: every task's
+        if cfg.mixture.tasks:  # each task's problems, tagged with its label; held-out: every task's
             if self.problems is not None:
                 raise ValueError("a task mixture builds its tasks from the mixture section: do not inject problems")
-            self.mixture_problems = build_mixture(cfg.mixture, cfg.task)
+            self.mixture_problems = build_mixture(cfg.mixture.tasks, cfg.task)
             self.train_problems = [p for train, _ in self.mixture_problems.values() for p in train]
             # held-out problems interleaved task by task, so eval.num_problems keeps every task in the evaluation
             helds = [held for _, held in self.mixture_problems.values()]
             self.heldout = [h[i] for i in range(max(map(len, helds), default=0)) for h in helds if i < len(h)]
             empty = [k for k, (train, _) in self.mixture_problems.items() if not train]
             if empty:
-                raise ConfigError(f"mixture: task {empty[0]!r} gave no training problems")
+                raise ConfigError(f"mixture.tasks: task {empty[0]!r} gave no training problems")
             return
         if not cfg.curriculum.levels:
             self.train_problems, self.heldout = self.problems if self.problems is not None else build_task(cfg.task)
@@ -417,6 +419,8 @@ class RLRecipe:
         self.start_step = state["step"]
         if isinstance(self.sampler, CurriculumSampler):
             self.sampler.load_state_dict(state["curriculum"])
+        elif isinstance(self.sampler, MixtureSampler):
+            self.sampler.load_state_dict(state["mixture"])
         else:
             self.sampler.position = state["data_position"]
         set_rng_state(state["rng"], self.engine.generator)
@@ -441,6 +445,8 @@ class RLRecipe:
                  "skipped_steps": self.guard.skipped}
         if isinstance(self.sampler, CurriculumSampler):
             state["curriculum"] = self.sampler.state_dict()
+        if isinstance(self.sampler, MixtureSampler):
+            state["mixture"] = self.sampler.state_dict()
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
         if self.entropy_floor is not None:
@@ -457,13 +463,14 @@ class RLRecipe:
 
     def snapshot(self) -> tuple:
         """The pre-step sampling state, so that an interrupt during rollouts checkpoints it exactly."""
-        pos = self.sampler.state_dict() if isinstance(self.sampler, CurriculumSampler) else self.sampler.position
+        stateful = isinstance(self.sampler, (CurriculumSampler, MixtureSampler))
+        pos = self.sampler.state_dict() if stateful else self.sampler.position
         return (pos, rng_state(self.engine.generator), self.rollouts_done,
                 None if self.dfilter is None else self.dfilter.state_dict())
 
     def restore(self, snap: tuple) -> None:
         pos, rngs, self.rollouts_done, fstate = snap
-        if isinstance(self.sampler, CurriculumSampler):
+        if isinstance(self.sampler, (CurriculumSampler, MixtureSampler)):
             self.sampler.load_state_dict(pos)
         else:
             self.sampler.position = pos
@@ -530,6 +537,8 @@ class RLRecipe:
             out = Rollouts(**vars(rb.rollouts), lag={"policy_version": rb.version, "staleness": rb.staleness,
                                                      "rollout_peak_rss_mb": rb.peak_rss_mb})
         self.rollouts_done += out.generated
+        if isinstance(self.sampler, MixtureSampler):  # adaptive task weights see which groups were learnable
+            self.sampler.observe(learnable_groups(out.samples, out.rewards, self.cfg.rollout.group_size))
         if isinstance(self.sampler, CurriculumSampler) and not self.cfg.curriculum.fixed:
             G = self.cfg.rollout.group_size
             correct = out.own_correct()  # the policy's own pass rate (guided samples count 0)
@@ -695,8 +704,8 @@ class RLRecipe:
             row.update(episode_metrics(samples))
         if isinstance(self.sampler, CurriculumSampler):
             row.update(self.sampler.metrics())
-        if self.mixture_problems is not None:  # task/<label>/...: each task's share, accuracy and reward
-            row.update(task_metrics(samples, ro.verdicts, rewards))
+        if isinstance(self.sampler, MixtureSampler):  # task/<label>/...: share, accuracy, reward, probability
+            row.update(task_metrics(samples, ro.verdicts, rewards), **self.sampler.metrics())
         row.update(self.monitor.update([v.reason for v in ro.verdicts], rewards.tolist(),
                                        [s.num_tokens for s in samples],
                                        prompts=[self.prompts.get(s.problem_id, "") for s in samples],

@@ -222,24 +222,25 @@ def reward_functions(cfg: RunConfig) -> None:
 
 @rule
 def task_mixture(cfg: RunConfig) -> None:
-    """Each ``mixture`` entry is a registered task with valid options, a unique label and a verifier that exists
+    """Each ``mixture.tasks`` entry is a registered task with valid options, a unique label and a verifier that exists
     (its own or ``reward.verifier``), with a valid rubric; the weights add up to a positive number; a mixture
     trains in the in-process recipe, without a curriculum or a reward source that replaces the verifier."""
-    if not cfg.mixture:
+    tasks = cfg.mixture.tasks
+    if not tasks:
         return
     from rlvr.rewards.rubric import NAME_PATTERN
     from rlvr.tasks.registry import TASKS
     from rlvr.verifiers import VERIFIERS
 
     seen: dict[str, int] = {}
-    for i, e in enumerate(cfg.mixture):
-        key = f"mixture[{i}]"
+    for i, e in enumerate(tasks):
+        key = f"mixture.tasks[{i}]"
         TASKS.entry(e.task, key=f"{key}.task")
         TASKS.validate_params(e.task, dict(e.params), key=f"{key}.params")
         if not NAME_PATTERN.fullmatch(e.name):
             raise ValueError(f"{key}.label: {e.name!r} is not a metric name (a letter, then letters, digits, _ . -)")
         if e.name in seen:
-            raise ValueError(f"{key}.label: {e.name!r} is already the label of mixture[{seen[e.name]}]; set label:")
+            raise ValueError(f"{key}.label: {e.name!r} is already the label of mixture.tasks[{seen[e.name]}]; set label:")
         seen[e.name] = i
         verifier = e.verifier or cfg.reward.verifier
         VERIFIERS.entry(verifier, key=f"{key}.verifier")
@@ -247,8 +248,8 @@ def task_mixture(cfg: RunConfig) -> None:
                         key=f"{key}.verifier_params")
         if e.functions:
             check_rubric(e.functions, f"{key}.functions", cfg)
-    if not sum(e.weight for e in cfg.mixture) > 0:
-        raise ValueError("mixture: the weights add up to 0; give a task a weight > 0")
+    if not sum(e.weight for e in tasks) > 0:
+        raise ValueError("mixture.tasks: the weights add up to 0; give a task a weight > 0")
     if cfg.curriculum.levels:
         raise ValueError("mixture and curriculum.levels both choose the training problems: use one of them")
     if cfg.reward.source != "verifier":

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import model_validator
 
 from rlvr.config import ConfigModel, option
 from rlvr.rewards.settings import RewardFunctionSpec
 
-__all__ = ["TaskConfig", "CurriculumConfig", "MixtureEntry", "task_at_level"]
+__all__ = ["TaskConfig", "CurriculumConfig", "MixtureEntry", "MixtureConfig", "task_at_level"]
 
 
 class TaskConfig(ConfigModel):
@@ -55,6 +55,20 @@ class MixtureEntry(ConfigModel):
     def name(self) -> str:
         """The label problems, metrics and the rubric are keyed by."""
         return self.label or self.task
+
+
+class MixtureConfig(ConfigModel):
+    """A task mixture (rlvr.tasks.mixture): several tasks in one run, each problem scored by its own task."""
+
+    tasks: list[MixtureEntry] = option(None, "the tasks, each {task, label, weight, params, num_heldout, verifier, "
+                                             "verifier_params, functions}; a bare name is {task: name} (empty: "
+                                             "task alone)", default_factory=list)
+    adapt: Literal["none", "learnable"] = option(
+        "none", "none: draw tasks by their weights; learnable: weight each task also by the recent share of its "
+                "groups that were learnable (rewards not all equal: a GRPO gradient), so sampling moves toward "
+                "the tasks the policy can learn from now")
+    adapt_alpha: float = option(0.3, "learnable: the moving average's weight of each step's share", gt=0, le=1)
+    adapt_floor: float = option(0.1, "learnable: added to every task's learnable share, so none is starved", ge=0)
 
 
 class CurriculumConfig(ConfigModel):

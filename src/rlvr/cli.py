@@ -298,6 +298,11 @@ def _eval_problems(ns, cfg) -> tuple[str, list]:
         return ns.task, load_problems(ns.task, ns.path or cfg.task.path,
                                       prompt_field=ns.prompt_field or params.get("prompt_field", "prompt"),
                                       answer_field=ns.answer_field or params.get("answer_field", "answer"))
+    if cfg.mixture.tasks:  # one verifier scores an evaluation here; training's per-task evaluation is by_task
+        labels = ", ".join(e.name for e in cfg.mixture.tasks)
+        raise ValueError(f"the config trains a task mixture (mixture.tasks: {labels}); rlvr eval scores one task: "
+                         "pass --task, or that task's options as task.* keys (e.g. task.name=... reward.verifier=..."
+                         " mixture.tasks=[]); training logs every task's held-out accuracy (heldout_accuracy/<label>)")
     from rlvr.tasks.registry import build_task  # what `rlvr train` evaluates
 
     return cfg.task.name, build_task(cfg.task)[1][: cfg.eval.num_problems]

@@ -155,3 +155,11 @@ def test_eval_samples_with_the_configured_rollout_engine(tmp_path, tiny_model_di
     assert main(_args(tmp_path, tiny_model_dir, "--samples", str(tmp_path / "v.jsonl"), "--limit", "1",
                       "rollout.engine=vllm")) == 2
     assert "rlvr[gpu]" in capsys.readouterr().err
+
+
+def test_eval_of_a_mixture_config_without_a_task_is_refused_with_what_to_do(tmp_path, capsys):
+    """One verifier scores an `rlvr eval`; a mixture's problems each need their own, so it says so before any
+    model loads instead of silently evaluating task.name."""
+    rc = main(["eval", "--model", str(tmp_path / "never-loaded"), "configs/mixture.yaml"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "trains a task mixture (mixture.tasks: arithmetic, code, chain_sum)" in err and "--task" in err

@@ -151,3 +151,27 @@ def test_an_adaptive_mixture_resumes_exactly_and_logs_its_probabilities(tmp_path
     probs = [r["task/sums/probability"] for r in whole]
     assert all(0 < p < 1 for p in probs) and len(set(probs)) > 1  # the weights moved
     assert all("task/tags/learnable" in r for r in whole)
+
+
+@settings(max_examples=60, deadline=None)
+@given(labels=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6),
+       correct=st.lists(st.integers(0, 1), min_size=4, max_size=4), lengths=st.lists(st.integers(1, 8), min_size=4,
+                                                                                      max_size=4))
+def test_the_reward_stage_scores_every_problem_by_its_own_tasks_rubric(labels, correct, lengths):
+    """Tasks a and b have rubrics of their own, c none (the run's plain verifier reward): whatever the order of
+    the groups, each group's rewards are its own task's rubric on it."""
+    from rlvr.rewards.pipeline import RewardPipeline
+    from rlvr.rewards.settings import RewardConfig, RewardFunctionSpec as F
+    from rlvr.types import Sample, Verdict
+
+    rubrics = {"a": [F(kind="verifier", params={"correct": 2.0})], "b": [F(kind="length"), F(kind="verifier")]}
+    pipe = RewardPipeline(RewardConfig(), max_new_tokens=8, task_functions=rubrics)
+    noise = torch.Generator().manual_seed(0)
+    for i, label in enumerate(labels):
+        problem = Problem(f"{label}/{i}", prompt="q", answer="1", metadata={"task": label})
+        group = [Sample(problem.id, [1], [2] * n, [0.0] * n, "t", "stop", j, verdict=Verdict(float(c)),
+                        env_return=float(c)) for j, (c, n) in enumerate(zip(correct, lengths))]
+        got = pipe.score_group(problem, group, noise=noise).reward.tolist()
+        want = {"a": [2.0 * c for c in correct], "b": [c - n / 8 for c, n in zip(correct, lengths)],
+                "c": [float(c) for c in correct]}[label]
+        assert got == pytest.approx(want, abs=1e-6)

@@ -188,6 +188,8 @@ def format_eval(results: dict) -> str:
             part += f", tool calls {t['accuracy']:.1%} [{t['ci_low']:.1%}, {t['ci_high']:.1%}]"
         for i, a in enumerate(ep.get("accuracy_by_turn", [])):
             part += f", by attempt {i + 1}: {a['accuracy']:.1%} [{a['ci_low']:.1%}, {a['ci_high']:.1%}]"
+        if r.get("by_task"):  # a task mixture: each task's accuracy
+            part += " (" + ", ".join(f"{t} {v['accuracy']:.1%}" for t, v in r["by_task"].items()) + ")"
         parts.append(part)
     return "  ".join(parts)
 

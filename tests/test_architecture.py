@@ -18,6 +18,16 @@ def _lint(src: Path) -> subprocess.CompletedProcess:
                            "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _planted(tmp_path: Path, plants: dict[str, str]) -> Path:
+    """A copy of the package with ``code`` appended to each module ``rel`` inside a function (``{rel: code}``)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    for rel, code in plants.items():
+        target = src / "rlvr" / rel
+        target.write_text(target.read_text() + f"\n\ndef _planted():\n    {code}\n")
+    return src
+
+
 def test_layers_contract_is_kept():
     res = _lint(ROOT / "src")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
@@ -26,12 +36,7 @@ def test_layers_contract_is_kept():
 
 def test_a_planted_upward_import_breaks_the_contract(tmp_path):
     """An import inside a function counts: algorithms importing the recipe must fail the check."""
-    src = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
-    target = src / "rlvr" / "algorithms" / "kl.py"
-    target.write_text(target.read_text() + "\n\ndef _planted():\n    from rlvr.recipes.rl import RLRecipe\n"
-                                            "    return RLRecipe\n")
-    res = _lint(src)
+    res = _lint(_planted(tmp_path, {"algorithms/kl.py": "from rlvr.recipes.rl import RLRecipe\n    return RLRecipe"}))
     assert res.returncode != 0
     assert "rlvr.algorithms is not allowed to import rlvr.recipes" in res.stdout
     assert "rlvr.algorithms.kl -> rlvr.recipes.rl" in res.stdout
@@ -40,13 +45,9 @@ def test_a_planted_upward_import_breaks_the_contract(tmp_path):
 def test_a_planted_run_model_import_or_recipe_cycle_breaks_its_contract(tmp_path):
     """A layer below the recipes that imports the run model, and a recipe module importing one that imports it,
     are each reported by their own contract."""
-    src = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
-    for rel, planted in (("rollout/collect.py", "from rlvr.recipes.config import RunConfig\n    return RunConfig"),
-                         ("recipes/rules.py", "from rlvr.recipes.rl import RLRecipe\n    return RLRecipe")):
-        target = src / "rlvr" / rel
-        target.write_text(target.read_text() + f"\n\ndef _planted():\n    {planted}\n")
-    res = _lint(src)
+    res = _lint(_planted(tmp_path, {
+        "rollout/collect.py": "from rlvr.recipes.config import RunConfig\n    return RunConfig",
+        "recipes/rules.py": "from rlvr.recipes.rl import RLRecipe\n    return RLRecipe"}))
     assert res.returncode != 0
     out = " ".join(res.stdout.split())
     assert "nothing below the recipes imports the run model (rlvr.recipes.config) BROKEN" in out
@@ -56,12 +57,8 @@ def test_a_planted_run_model_import_or_recipe_cycle_breaks_its_contract(tmp_path
 
 def test_a_planted_advantage_computation_outside_the_credit_stage_breaks_its_contract(tmp_path):
     """The reward stage importing GAE (as it did before the credit stage existed) is reported."""
-    src = tmp_path / "src"
-    shutil.copytree(ROOT / "src" / "rlvr", src / "rlvr", ignore=shutil.ignore_patterns("__pycache__", "data"))
-    target = src / "rlvr" / "rewards" / "pipeline.py"
-    target.write_text(target.read_text() + "\n\ndef _planted():\n    from rlvr.algorithms.gae import gae_advantages\n"
-                                            "    return gae_advantages\n")
-    res = _lint(src)
+    res = _lint(_planted(tmp_path, {"rewards/pipeline.py": "from rlvr.algorithms.gae import gae_advantages\n"
+                                                           "    return gae_advantages"}))
     assert res.returncode != 0
     out = " ".join(res.stdout.split())
     assert "advantages are computed in the credit stage only BROKEN" in out

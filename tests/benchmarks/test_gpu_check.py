@@ -8,6 +8,7 @@ and writes what RESULTS.md will quote.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -67,5 +68,8 @@ def test_script_runs_end_to_end_on_cpu(tmp_path):
     assert "not checked" in lp["liger"]  # no CUDA here: said, not faked
     grpo = res["grpo"]
     assert grpo["decode"] == "compiled" and grpo["steps_timed"] == 1
-    assert 0 < grpo["learner_mfu_vs_measured_gemm"] < 1.5  # CPU smoke: only the plumbing is checked
+    # CPU smoke: only the plumbing is checked. The anchor is a bf16 GEMM, emulated on a CPU without native bf16
+    # (AVX2 only), where the learner's share of it passed 1.5 (1.72 seen on an AVX2 AMD EPYC): a timing ratio of
+    # toy sizes has no machine-independent upper bound, so the test asks only for a finite positive number.
+    assert 0 < grpo["learner_mfu_vs_measured_gemm"] < math.inf
     assert res["bf16_gemm_tflops_measured"] > 0 and res["bf16_tflops_nominal"] is None

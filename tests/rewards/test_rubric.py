@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
@@ -430,3 +430,19 @@ def test_a_prm_path_that_is_not_a_causal_lm_is_refused_at_load(tmp_path, orm_dir
     with pytest.raises(ConfigError, match=r"reward.functions\[1\].params: .*must be a causal LM"):
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[verifier, "
                                       f"{{kind: prm, params: {{path: '{orm_dir}'}}}}]"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.sampled_from(["Let's think step by step", "The answer is", "Final answer", "Okay", "so",
+                                       "step 1", "Solution", "hmm", "well"]), min_size=1, max_size=6),
+       seps=st.sampled_from([" ", ". ", ": ", "\n", "... ", "! "]))
+def test_a_response_of_generic_openers_earns_nothing_from_a_judged_rubric_and_never_reaches_the_judge(
+        keyword_judge, words, seps):
+    """Master keys (responses with no answer in them) score 0 on every criterion, whatever the criteria say."""
+    text = seps.join(words) + seps.strip()
+    g = _group([0], [3], [text])
+    spec = {"kind": "judge_rubric", "params": {"judge": "scripted/judge",
+                                               "criteria": ["Let's (any reasoning)", "answer (says the answer)"]}}
+    before = len(keyword_judge.prompts)
+    r = _rubric({"kind": "verifier"}, spec).score(g)
+    assert float(r.parts["judge_rubric"][0]) == 0.0 and len(keyword_judge.prompts) == before

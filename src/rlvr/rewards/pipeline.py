@@ -117,7 +117,7 @@ class RewardPipeline:
         self.stage = source_stage(settings.source)
         self.shaping = [(REWARD_SHAPING.get(name), dict(opts or {})) for name, opts in settings.shaping.items()]
         self.rubric = build_rubric(settings.functions)
-        self.task_rubrics = {label: build_rubric(specs, key=f"mixture[{label}].functions")
+        self.task_rubrics = {label: build_rubric(specs, key=f"mixture.tasks[{label}].functions")
                              for label, specs in (task_functions or {}).items() if specs}
 
     def rubric_for(self, problem: Problem | None) -> Rubric:

@@ -198,6 +198,14 @@ def _details(entry) -> str:
     return f" ({'; '.join(extra)})" if extra else ""
 
 
+def _option(name: str, f) -> str:
+    """One component option for the reference page: its name, default (or "required") and valid range."""
+    if f.is_required():
+        return f"`{name}` (required)"
+    bound = _range(f)
+    return f"`{name}` = `{_default(f)}`" + (f" ({bound})" if bound else "")
+
+
 def components_overview(width: int | None = None, *, details: bool = False) -> str:
     """Every registered component of every kind: name and the first sentence of its doc (``details``: options)."""
     width = width or help_width()
@@ -242,7 +250,7 @@ def reference_markdown() -> str:
                 (f" {kind.key.split(' ', 1)[1]}" if " " in kind.key else ""), "",
                 "| name | description | options |", "|---|---|---|"]
         for e in _entries(kind.registry, builtin_only=True):
-            opts = ", ".join(f"`{o}`" for o in e.options()) or "none"
+            opts = ", ".join(_option(n, f) for n, f in e.params.model_fields.items()) or "none"
             if e.needs:
                 opts += "; needs " + ", ".join(sorted(e.needs))
             out.append(f"| `{e.name}` | {_cell(e.summary())} | {_cell(opts)} |")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rlvr.cli import main
 
@@ -160,6 +161,7 @@ def test_eval_samples_with_the_configured_rollout_engine(tmp_path, tiny_model_di
 def test_eval_of_a_mixture_config_without_a_task_is_refused_with_what_to_do(tmp_path, capsys):
     """One verifier scores an `rlvr eval`; a mixture's problems each need their own, so it says so before any
     model loads instead of silently evaluating task.name."""
-    rc = main(["eval", "--model", str(tmp_path / "never-loaded"), "configs/mixture.yaml"])
+    config = Path(__file__).resolve().parents[2] / "configs" / "mixture.yaml"
+    rc = main(["eval", "--model", str(tmp_path / "never-loaded"), str(config)])
     err = capsys.readouterr().err
     assert rc == 2 and "trains a task mixture (mixture.tasks: arithmetic, code, chain_sum)" in err and "--task" in err

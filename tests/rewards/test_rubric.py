@@ -131,7 +131,7 @@ def test_stated_confidence_takes_one_number_in_the_unit_interval(text, want):
     assert stated_confidence(text) == want
 
 
-def test_a_function_that_raises_scores_zero_and_is_counted_a_bad_return_stops():
+def test_a_function_that_raises_scores_zero_and_is_counted_a_bad_return_stops(caplog):
     name = "flaky_test_fn"
     REWARD_FUNCTIONS.unregister(name)
 
@@ -145,9 +145,13 @@ def test_a_function_that_raises_scores_zero_and_is_counted_a_bad_return_stops():
 
     try:
         g = _group([1, 1, 1], [1, 1, 1], ["a", "boom", "c"])
-        r = _rubric({"kind": "verifier"}, {"kind": name}).score(g)
+        with caplog.at_level("WARNING", logger="rlvr.rewards.rubric"):
+            r = _rubric({"kind": "verifier"}, {"kind": name}).score(g)
+            _rubric({"kind": "verifier"}, {"kind": name}).score(g)  # again: counted, not logged again
         close(r.parts[name], [1.0, 0.0, 1.0])
         assert r.errors[name] == 1
+        warned = [m for m in caplog.messages if "flaky_test_fn" in m]
+        assert len(warned) == 1 and "RuntimeError: user code failed" in warned[0]
     finally:
         REWARD_FUNCTIONS.unregister(name)
     REWARD_FUNCTIONS.unregister("bad_return_fn")

@@ -43,6 +43,7 @@ values or a non-number is a broken component and stops the run at its first call
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -92,6 +93,10 @@ GROUP_INPUTS: dict[str, str] = {
     "samples": "[G] the rlvr.types.Sample objects",
 }
 """What a per-group function may name."""
+
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+"""Functions whose first error was logged in this process."""
 
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 """A function's name: it becomes the metric key ``reward/<name>``."""
@@ -152,12 +157,14 @@ class RewardFunction:
         return cls(name, kind, float(weight), scope, fn, inputs)
 
     def __call__(self, g: GroupScores) -> tuple[Tensor, int]:
-        """This function's [G] values on group ``g`` (float32) and how many samples raised (scored 0)."""
+        """This function's [G] values on group ``g`` (float32) and how many samples raised (scored 0); the first
+        error of each function is logged as a warning with its message (the rest are counted)."""
         G = len(g.samples)
         if self.scope == "group":
             try:
                 out = self.fn(**{k: _group_input(g, k) for k in self.inputs})
-            except Exception:  # noqa: BLE001 - a reward must never crash training
+            except Exception as e:  # noqa: BLE001 - a reward must never crash training
+                self._warn(e)
                 return torch.zeros(G), G
             values = _as_values(out, G, self.name)
             return values, 0
@@ -165,10 +172,17 @@ class RewardFunction:
         for i in range(G):
             try:
                 v = self.fn(**{k: _sample_input(g, i, k) for k in self.inputs})
-            except Exception:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001
+                self._warn(e)
                 v, errors = 0.0, errors + 1
             vals.append(v)
         return _as_values(vals, G, self.name), errors
+
+    def _warn(self, e: Exception) -> None:
+        if self.name not in _WARNED:
+            _WARNED.add(self.name)
+            log.warning("reward function %r (%s) raised %s: %s; it scores 0 where it raises (counted as "
+                        "reward/%s/errors)", self.name, self.kind, type(e).__name__, str(e)[:300], self.name)
 
 
 def _as_values(out: Any, G: int, name: str) -> Tensor:

@@ -450,3 +450,36 @@ def test_a_response_of_generic_openers_earns_nothing_from_a_judged_rubric_and_ne
     before = len(keyword_judge.prompts)
     r = _rubric({"kind": "verifier"}, spec).score(g)
     assert float(r.parts["judge_rubric"][0]) == 0.0 and len(keyword_judge.prompts) == before
+
+
+def _by_hand(kind: str, s, correct: float, budget: int = 6) -> float:
+    """Each built-in kind's value for one sample, written out from its paper's formula (not the library's code)."""
+    import re as _re
+
+    n = s.num_tokens
+    if kind == "format":  # a non-empty \boxed{...}
+        return float(bool(_re.search(r"\\boxed\{[^{}]+\}", s.text)))
+    if kind == "overlong":  # DAPO Eq. 13 with L_max = 6, L_cache = 2
+        return 0.0 if n <= 4 else (4 - n) / 2 if n <= 6 else -1.0
+    if kind == "laser":  # LASER's indicator, L_T = 3
+        return float(correct > 0 and n <= 3)
+    if kind == "calibration":  # RLCR: -(q - c)^2, -1 without one stated confidence
+        found = _re.findall(r"<confidence>([0-9.]+)</confidence>", s.text)
+        return -(float(found[0]) - correct) ** 2 if len(found) == 1 else -1.0
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind,params", [("format", "{}"), ("overlong", "{cache_len: 2}"),
+                                         ("laser", "{target_length: 3}"), ("calibration", "{}")])
+def test_each_built_in_kind_trains_through_the_recipe_on_its_hand_computed_value(tmp_path, kind, params):
+    r, rows = _run(tmp_path, f"reward.functions=[verifier, {{kind: {kind}, weight: 0.5, params: {params}}}]")
+    seen_values = set()
+    for (ro, scored), row in zip(r.seen, rows):
+        values = [_by_hand(kind, s, float(v.correct)) for s, v in zip(ro.samples, ro.verdicts)]
+        seen_values.update(values)
+        want = [float(v.correct) + 0.5 * x for v, x in zip(ro.verdicts, values)]
+        close(scored.rewards, want)
+        assert [s.reward_parts[kind] for s in ro.samples] == pytest.approx(values)
+        assert [s.training_reward for s in ro.samples] == pytest.approx(want, abs=1e-6)
+    if kind in ("overlong", "laser"):
+        assert len(seen_values) > 1  # the tiny policy's lengths vary: the term was not constant

@@ -483,3 +483,27 @@ def test_each_built_in_kind_trains_through_the_recipe_on_its_hand_computed_value
         assert [s.training_reward for s in ro.samples] == pytest.approx(want, abs=1e-6)
     if kind in ("overlong", "laser"):
         assert len(seen_values) > 1  # the tiny policy's lengths vary: the term was not constant
+
+
+def test_a_function_that_hangs_scores_zero_after_its_timeout_and_training_goes_on(caplog):
+    import threading
+    import time
+
+    release = threading.Event()
+    REWARD_FUNCTIONS.unregister("hangs_test_fn")
+    REWARD_FUNCTIONS.add("hangs_test_fn", lambda: (lambda completions: release.wait(30) and [1.0] * len(completions)),
+                         tags={"group"})
+    try:
+        g = _group([1, 0, 1], [2, 2, 2], ["a", "b", "c"])
+        rubric = _rubric({"kind": "verifier"}, {"kind": "hangs_test_fn", "weight": 0.5, "timeout_s": 0.3})
+        t0 = time.perf_counter()
+        with caplog.at_level("WARNING", logger="rlvr.rewards.rubric"):
+            r = rubric.score(g)
+        assert time.perf_counter() - t0 < 5  # the step did not wait for it
+        close(r.parts["hangs_test_fn"], [0.0, 0.0, 0.0])
+        close(r.reward, [1.0, 0.0, 1.0])
+        assert r.errors["hangs_test_fn"] == 3
+        assert any("no result after 0.3 s" in m for m in caplog.messages)
+    finally:
+        release.set()  # let the abandoned call end
+        REWARD_FUNCTIONS.unregister("hangs_test_fn")

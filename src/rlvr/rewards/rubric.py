@@ -46,6 +46,7 @@ import inspect
 import logging
 import math
 import re
+import threading
 from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
@@ -94,6 +95,9 @@ GROUP_INPUTS: dict[str, str] = {
 }
 """What a per-group function may name."""
 
+DEFAULT_TIMEOUT_S = 600.0
+"""How long a reward function that calls a model or other code may work on one group, unless its entry says."""
+
 log = logging.getLogger(__name__)
 _WARNED: set[str] = set()
 """Functions whose first error was logged in this process."""
@@ -106,7 +110,9 @@ def reward_function(kind: str, *, scope: Literal["sample", "group"] = "sample", 
                     check: Callable[..., None] | None = None, tags: Iterable[str] = ()) -> Callable:
     """Decorator registering a reward-function factory as ``kind`` in :data:`REWARD_FUNCTIONS`.
 
-    ``scope``: ``sample`` (the built function scores one sample) or ``group`` (G samples at once).
+    ``scope``: ``sample`` (the built function scores one sample) or ``group`` (G samples at once).  ``tags``:
+    ``bounded`` for a kind whose work is its own arithmetic (no model, no outside code): it runs without the
+    default timeout's thread.
     ``check(params, **context)`` may refuse options that do not fit the run when the config loads
     (context: ``max_new_tokens``).
     """
@@ -138,10 +144,15 @@ class RewardFunction:
     scope: str
     fn: Callable[..., Any]
     inputs: tuple[str, ...]
+    timeout_s: float = 0.0
+    """Seconds its work on one group may take (0: no limit)."""
 
     @classmethod
     def build(cls, kind: str, *, name: str | None = None, weight: float = 1.0,
-              params: dict[str, Any] | None = None, key: str = "reward.functions") -> RewardFunction:
+              params: dict[str, Any] | None = None, key: str = "reward.functions",
+              timeout_s: float | None = 0.0) -> RewardFunction:
+        """The function of ``kind`` with its options; ``timeout_s`` None: :data:`DEFAULT_TIMEOUT_S` unless the kind
+        is tagged ``bounded`` (its own arithmetic, no model or outside code: no limit)."""
         entry = REWARD_FUNCTIONS.entry(kind, key=f"{key}.kind")
         if not (isinstance(weight, Real) and math.isfinite(weight) and weight >= 0):
             raise ValueError(f"{key}.weight: must be a finite number >= 0, got {weight!r}")
@@ -154,11 +165,39 @@ class RewardFunction:
         name = name or kind
         inputs = _named_inputs(fn, GROUP_INPUTS if scope == "group" else SAMPLE_INPUTS,
                                f"reward function {name!r} ({kind})")
-        return cls(name, kind, float(weight), scope, fn, inputs)
+        if timeout_s is None:
+            timeout_s = 0.0 if "bounded" in entry.tags else DEFAULT_TIMEOUT_S
+        return cls(name, kind, float(weight), scope, fn, inputs, float(timeout_s))
 
     def __call__(self, g: GroupScores) -> tuple[Tensor, int]:
         """This function's [G] values on group ``g`` (float32) and how many samples raised (scored 0); the first
-        error of each function is logged as a warning with its message (the rest are counted)."""
+        error of each function is logged as a warning with its message (the rest are counted).
+
+        With ``timeout_s`` the group's work runs in a daemon thread: past the limit the whole group scores 0
+        (counted as G errors) and the step goes on.  Python cannot stop a thread, so a call that never returns
+        keeps its thread until the process ends; it no longer holds up training.
+        """
+        if not self.timeout_s:
+            return self._score(g)
+        done: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                done["out"] = self._score(g)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                done["error"] = e
+
+        thread = threading.Thread(target=work, name=f"reward-{self.name}", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
+            self._warn(TimeoutError(f"no result after {self.timeout_s:g} s (timeout_s) on a group"))
+            return torch.zeros(len(g.samples)), len(g.samples)
+        if "error" in done:
+            raise done["error"]
+        return done["out"]
+
+    def _score(self, g: GroupScores) -> tuple[Tensor, int]:
         G = len(g.samples)
         if self.scope == "group":
             try:
@@ -264,9 +303,9 @@ class Rubric:
 
     @classmethod
     def from_specs(cls, specs: Sequence[Any], key: str = "reward.functions") -> Rubric:
-        """From the config's entries (anything with ``kind``, ``name``, ``weight``, ``params``)."""
-        return cls([RewardFunction.build(s.kind, name=s.name, weight=s.weight, params=s.params, key=f"{key}[{i}]")
-                    for i, s in enumerate(specs)])
+        """From the config's entries (anything with ``kind``, ``name``, ``weight``, ``params``, ``timeout_s``)."""
+        return cls([RewardFunction.build(s.kind, name=s.name, weight=s.weight, params=s.params, key=f"{key}[{i}]",
+                                         timeout_s=s.timeout_s) for i, s in enumerate(specs)])
 
     def __bool__(self) -> bool:
         return bool(self.functions)

@@ -16,10 +16,15 @@ class RewardFunctionSpec(ConfigModel):
     """One entry of ``reward.functions``: a registered reward-function kind, its name, weight and options."""
 
     kind: str = option("verifier", "registered reward-function kind (rlvr.rewards.rubric.REWARD_FUNCTIONS): "
-                                   "verifier, format, overlong, laser, length, calibration, or a plugin's")
+                                   "verifier, format, overlong, laser, length, calibration, outcome_rm, prm, "
+                                   "judge_rubric, or a plugin's")
     name: str | None = option(None, "the name it is logged under (reward/<name>); default: the kind")
     weight: float = option(1.0, "its weight in the reward; 0: computed and logged, never trained on", ge=0)
     params: dict[str, Any] = option(None, "the kind's options", default_factory=dict)
+    timeout_s: float | None = option(None, "seconds its work on one group may take; past it the group scores 0 on "
+                                            "it (counted in reward/<name>/errors) and training goes on; 0: no "
+                                            "limit; None: 600 for kinds that call a model or other code, no limit "
+                                            "for the built-in arithmetic ones (tagged bounded)", ge=0)
 
     @model_validator(mode="before")
     @classmethod

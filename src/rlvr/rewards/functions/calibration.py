@@ -27,7 +27,7 @@ def stated_confidence(text: str, tag: str = "confidence") -> float | None:
     return q if math.isfinite(q) and 0.0 <= q <= 1.0 else None
 
 
-@reward_function("calibration")
+@reward_function("calibration", tags={"bounded"})
 def calibration_reward(tag: str = "confidence") -> Callable[..., float]:
     """RLCR's calibration term: the negative Brier score of a stated confidence.
 

@@ -10,7 +10,7 @@ from rlvr.verifiers.format import check_format
 __all__ = ["format_reward"]
 
 
-@reward_function("format")
+@reward_function("format", tags={"bounded"})
 def format_reward(think: bool = False, answer: bool = False, boxed: bool = True, strict: bool = True,
                   think_open_optional: bool = False, max_chars: int = 1_000_000) -> Callable[..., float]:
     """1 when the completion has the asked-for shape (tags, a box), else 0.

@@ -18,7 +18,7 @@ def _check_overlong(params: dict[str, Any], *, max_new_tokens: int | None = None
                          "(the window ends there)")
 
 
-@reward_function("overlong", check=_check_overlong)
+@reward_function("overlong", check=_check_overlong, tags={"bounded"})
 def overlong_reward(cache_len: PositiveInt) -> Callable[..., float]:
     """DAPO's soft overlong punishment: a ramp from 0 to -1 over the last ``cache_len`` tokens of the budget.
 
@@ -31,7 +31,7 @@ def overlong_reward(cache_len: PositiveInt) -> Callable[..., float]:
     return score
 
 
-@reward_function("laser")
+@reward_function("laser", tags={"bounded"})
 def laser_reward_fn(target_length: PositiveInt) -> Callable[..., float]:
     """LASER's bonus: 1 for a correct answer of at most ``target_length`` tokens (the weight is LASER's alpha).
 
@@ -45,7 +45,7 @@ def laser_reward_fn(target_length: PositiveInt) -> Callable[..., float]:
     return score
 
 
-@reward_function("length")
+@reward_function("length", tags={"bounded"})
 def length_reward() -> Callable[..., float]:
     """Minus the share of the length budget used, ``-|y| / max_new_tokens``.
 

@@ -27,7 +27,7 @@ from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator
 from rlvr.algorithms.gae import GAEParams, gae_advantages, masked_whiten
 from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
 from rlvr.credit.settings import CreditSettings
-from rlvr.credit.turns import TURN_CREDIT, spread_over_turns, turn_of_token
+from rlvr.credit.turns import TURN_CREDIT, spread_over_turns, turn_counts, turn_of_token
 from rlvr.types import Batch, Sample
 
 __all__ = ["CreditStage", "Credit"]
@@ -74,7 +74,7 @@ class CreditStage:
                 raise ValueError("turn credit needs the batch's samples (their turn rewards and turn ends)")
             return self.per_turn(rewards, batch, samples)
         if steps is not None:
-            outcome = None if "values" in inputs else self.estimator(rewards, G, **inputs)
+            outcome = None if self.critic else self.estimator(rewards, G, **inputs)
             adv, returns, m = self.process_credit(outcome, rewards, steps, batch.completion_mask,
                                                   values=batch.values, token_kl=token_kl)
             return Credit(adv, returns, m)
@@ -91,9 +91,7 @@ class CreditStage:
         start = max(len(s.prompt_ids) for s in samples)
         index = turn_of_token(samples, start, batch.completion_mask.shape[1])
         adv = spread_over_turns(A, index, batch.completion_mask)
-        alive = A.new_zeros(A.shape, dtype=torch.bool)
-        for i, s in enumerate(samples):
-            alive[i, :max(len(s.info.get("turn_ends") or [0]), 1)] = True
+        alive = torch.arange(A.shape[1])[None, :] < torch.tensor(turn_counts(samples))[:, None]
         metrics = {"credit/turns_max": float(A.shape[1]),
                    "credit/turn_adv_abs_mean": float(A[alive].abs().mean()) if bool(alive.any()) else 0.0}
         return Credit(adv.detach(), None, metrics)

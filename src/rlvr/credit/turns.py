@@ -31,11 +31,16 @@ from torch import Tensor
 from rlvr.registry import Registry
 from rlvr.types import Sample
 
-__all__ = ["TURN_CREDIT", "turn_rewards", "discounted_turn_returns", "loo_turn_baseline", "loo_turn_advantages",
+__all__ = ["TURN_CREDIT", "turn_counts", "turn_rewards", "discounted_turn_returns", "loo_turn_baseline", "loo_turn_advantages",
            "gigpo_turn_advantages", "anchor_keys", "turn_of_token", "spread_over_turns", "turn_credit_estimator"]
 
 
 # --------------------------------------------------------------------------- the episodes' turns
+def turn_counts(samples: Sequence[Sample]) -> list[int]:
+    """Each episode's policy turns (its ``turn_ends``; a sample without turn facts is one turn)."""
+    return [max(len(s.info.get("turn_ends") or [0]), 1) for s in samples]
+
+
 def turn_rewards(samples: Sequence[Sample], rewards: Tensor) -> tuple[Tensor, Tensor]:
     """``(r [B, K], alive [B, K] bool)``: each episode's per-turn rewards, K the most policy turns in the batch.
 
@@ -43,7 +48,7 @@ def turn_rewards(samples: Sequence[Sample], rewards: Tensor) -> tuple[Tensor, Te
     last turn counts at the last turn); the sample's training reward minus the environment's return is added at
     the last turn, so ``r.sum(1) == rewards``.  A sample without turn facts is one turn with its reward.
     """
-    turns = [max(len(s.info.get("turn_ends") or [0]), 1) for s in samples]
+    turns = turn_counts(samples)
     B, K = len(samples), max(turns, default=1)
     r = torch.zeros(B, K, dtype=torch.float64)
     alive = torch.zeros(B, K, dtype=torch.bool)

@@ -105,12 +105,9 @@ def _reward_parts(fn: Callable[[Problem, list], dict], problems: Sequence[Proble
             s.env_return = s.env_return if s.env_return is not None else float(v.score)
         for name, t in fn(prob, list(group)).items():
             values.setdefault(name, []).append(torch.as_tensor(t, dtype=torch.float32).reshape(-1))
-    out = {}
-    for name, ts in values.items():
-        t = torch.cat(ts)
-        t = t[torch.isfinite(t)]
-        out[name] = float(t.mean()) if t.numel() else float("nan")
-    return out
+    from rlvr.rewards.pipeline import finite_means
+
+    return finite_means({name: torch.cat(ts) for name, ts in values.items()})
 
 
 def _reason_shares(verdicts: Sequence[Verdict]) -> dict[str, float]:

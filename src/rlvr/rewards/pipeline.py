@@ -41,7 +41,7 @@ from rlvr.rewards.sources import REWARD_SOURCES, GroupInput, compute_group_rewar
 from rlvr.types import Problem, Sample, Verdict
 
 __all__ = ["GroupScores", "RewardPipeline", "source_stage", "apply_keep", "mean_metrics", "part_metrics",
-           "build_rubric"]
+           "finite_means", "build_rubric"]
 
 STAGES = ("base score", "noise", "scaling", "source", "shaping")
 """The pipeline's steps, in order."""
@@ -234,13 +234,22 @@ def build_rubric(specs: Sequence[Any], key: str = "reward.functions") -> Rubric:
     return _RUBRICS[cache_key]
 
 
-def part_metrics(parts: dict[str, Tensor], errors: dict[str, int]) -> dict[str, float]:
-    """``reward/<name>``: each rubric function's mean value over the batch (finite values only: a weight-0
-    function may return NaN); ``reward/<name>/errors``: its calls that raised, when any did."""
-    row: dict[str, float] = {}
+def finite_means(parts: dict[str, Tensor]) -> dict[str, float]:
+    """Each named part's mean over its finite values (a weight-0 function may return NaN; a mixture task's rubric
+    may lack a part another's has), NaN when it has none."""
+    out = {}
     for name, v in parts.items():
         finite = v[torch.isfinite(v)]
-        row[f"reward/{name}"] = float(finite.mean()) if finite.numel() else math.nan
+        out[name] = float(finite.mean()) if finite.numel() else math.nan
+    return out
+
+
+def part_metrics(parts: dict[str, Tensor], errors: dict[str, int]) -> dict[str, float]:
+    """``reward/<name>``: each rubric function's mean value over the batch (:func:`finite_means`);
+    ``reward/<name>/errors``: its calls that raised, when any did."""
+    row: dict[str, float] = {}
+    for name, mean in finite_means(parts).items():
+        row[f"reward/{name}"] = mean
         if errors.get(name):
             row[f"reward/{name}/errors"] = float(errors[name])
     return row

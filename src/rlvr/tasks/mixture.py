@@ -31,6 +31,11 @@ def task_of(problem: Problem) -> str | None:
     return problem.metadata.get(TASK_KEY) if problem.metadata else None
 
 
+def label_of(problem_id: str) -> str:
+    """The mixture label of a problem id (``<label>/<id>``, as :func:`build_mixture` makes them)."""
+    return problem_id.split("/", 1)[0]
+
+
 def _tagged(problems: Sequence[Problem], label: str) -> list[Problem]:
     return [dataclasses.replace(p, id=f"{label}/{p.id}", metadata={**(p.metadata or {}), TASK_KEY: label})
             for p in problems]
@@ -124,7 +129,7 @@ def task_metrics(samples: Sequence, verdicts: Sequence, rewards) -> dict[str, fl
     task label is the prefix of a sample's problem id)."""
     by: dict[str, list[int]] = {}
     for i, s in enumerate(samples):
-        by.setdefault(s.problem_id.split("/", 1)[0], []).append(i)
+        by.setdefault(label_of(s.problem_id), []).append(i)
     n = max(len(samples), 1)
     out: dict[str, float] = {}
     for label, idx in sorted(by.items()):
@@ -140,5 +145,5 @@ def learnable_groups(samples: Sequence, rewards, group_size: int) -> dict[str, l
     out: dict[str, list[bool]] = {}
     for i in range(0, len(samples), group_size):
         r = [float(x) for x in rewards[i:i + group_size]]
-        out.setdefault(samples[i].problem_id.split("/", 1)[0], []).append(max(r) > min(r))
+        out.setdefault(label_of(samples[i].problem_id), []).append(max(r) > min(r))
     return out

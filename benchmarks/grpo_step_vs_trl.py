@@ -53,7 +53,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _rates import gemm_flops, matmul_params  # noqa: E402
+from _rates import gemm_rate, matmul_params  # noqa: E402
 
 PROMPT = "What is 23 + 19? Put the final answer in \\boxed{}."
 
@@ -184,8 +184,9 @@ def main() -> None:
     from rlvr.types import Problem
 
     prompt_tokens = len(format_prompt(AutoTokenizer.from_pretrained(path), Problem(id="p", prompt=PROMPT, answer="")))
-    rates = {"gemm_fp32": gemm_flops(torch.float32), "gemm_bf16": gemm_flops(torch.bfloat16),
-             "bandwidth": copy_bandwidth()}
+    # each GEMM probe bounded in time: on a CPU without native bf16 the bf16 one is measured at a smaller size
+    (fp32_rate, fp32_n), (bf16_rate, bf16_n) = gemm_rate(torch.float32), gemm_rate(torch.bfloat16)
+    rates = {"gemm_fp32": fp32_rate, "gemm_bf16": bf16_rate, "bandwidth": copy_bandwidth()}
 
     rows = []
     for precision in (["fp32", "bf16"] if args.precision == "both" else [args.precision]):
@@ -199,8 +200,9 @@ def main() -> None:
           f"trl {trl.__version__}; load average {os.getloadavg()[0]:.2f} at the end")
     print(f"config: {args.model}, 1 prompt x {args.group} completions x {args.new_tokens} tokens, "
           f"{args.steps} timed steps; rlvr overrides: {' '.join(args.rlvr_set) or '(none)'}")
-    print(f"machine rates, measured in this run: GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s fp32, "
-          f"{rates['gemm_bf16'] / 1e9:.0f} GFLOP/s bf16 (2048^3); copy bandwidth {rates['bandwidth'] / 1e9:.1f} GB/s")
+    print(f"machine rates, measured in this run: GEMM {rates['gemm_fp32'] / 1e9:.0f} GFLOP/s fp32 ({fp32_n}^3), "
+          f"{rates['gemm_bf16'] / 1e9:.1f} GFLOP/s bf16 ({bf16_n}^3); copy bandwidth "
+          f"{rates['bandwidth'] / 1e9:.1f} GB/s")
     for precision, t, r, trl_times, rlvr_times, split, floor in rows:
         print(f"[{precision}] TRL GRPOTrainer: {t:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in trl_times)})")
         print(f"[{precision}] rlvr:            {r:6.2f} s/step  (steps: {', '.join(f'{x:.2f}' for x in rlvr_times)}; "

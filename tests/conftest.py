@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny randomly initialised Llama and a character-level tokenizer.
 
-Built in memory so the default suite needs no download and no bundled model.
+Built in memory (by ``rlvr.models.tiny``, which also writes one for users' quick trials) so the default suite
+needs no download and no bundled model.
 """
 
 from __future__ import annotations
@@ -10,41 +11,7 @@ import sys
 import pytest
 import torch
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-CHARS = list("0123456789+-*/=?.,:;!()[]{}\\ \nabcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$%#'\"_")
-
-
-def make_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<|im_start|>", "<|im_end|>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials + CHARS)}
-    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
-    tk.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<|im_end|>",
-                                  unk_token="<unk>", additional_special_tokens=["<|im_start|>"])
-    tok.chat_template = CHAT_TEMPLATE
-    tok.padding_side = "left"
-    return tok
-
-
-def make_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 32):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=512, tie_word_embeddings=True,
-                      bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    model = LlamaForCausalLM(cfg)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model
+from rlvr.models.tiny import CHARS, CHAT_TEMPLATE, make_model, make_tokenizer, save_tiny_model  # noqa: F401
 
 
 def tiny_run_config(out, *extra: str):
@@ -85,13 +52,10 @@ def tiny_model(tiny_tokenizer):
 
 
 @pytest.fixture
-def tiny_model_dir(tmp_path, tiny_tokenizer):
-    """A tiny model saved as an HF directory (usable as ``model.name``)."""
-    model = make_model(tiny_tokenizer)
-    path = tmp_path / "tiny-model"
-    model.save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
+def tiny_model_dir(tmp_path):
+    """A tiny model saved as an HF directory (usable as ``model.name``): what ``python -m rlvr.models.tiny``
+    writes."""
+    return save_tiny_model(tmp_path / "tiny-model")
 
 
 def close(a, b, tol=1e-5):

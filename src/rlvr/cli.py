@@ -16,6 +16,10 @@ Every config key can be overridden with a dotted ``key=value``: ``rlvr train --h
 lists the settings by section and every registered component, ``--help-all`` every key
 with its type, default and doc. ``--import MODULE`` (any command) imports a plugin
 first; installed ``rlvr.plugins`` entry points are imported at start-up.
+
+Every command reports a problem as ``rlvr: error: ...`` on stderr (one line per line of the message) and
+exits with 2 for bad input (usage, config, data: nothing ran, or it stopped before producing anything),
+1 for a failure while running, 130 when interrupted (Ctrl-C), 0 otherwise (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -68,6 +72,12 @@ class _Parser(argparse.ArgumentParser):
             self.epilog = self.epilog_fn()
         return super().format_help()
 
+    def error(self, message: str):
+        """A usage mistake: the usage line, then ``rlvr: error: ...`` (naming the command), exit 2."""
+        self.print_usage(sys.stderr)
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        self.exit(2, f"rlvr: error: {command + ': ' if command else ''}{message}\n")
+
     def format_full_help(self) -> str:
         """``--help`` with the full dump (every key's type, default and doc; components with options)."""
         fn = self.full_epilog_fn or self.epilog_fn
@@ -93,6 +103,25 @@ def _run_help(full: bool = False) -> str:
 
     settings = settings_reference(RunConfig) if full else settings_overview(RunConfig)
     return settings + "\n\n" + components_overview(details=full)
+
+
+EVAL_SETTINGS = ("plugins", "model.name", "model.dtype", "model.cache_dir", "model.device", "model.matmul",
+                 "model.lora.merge_for_rollout", "task", "rollout.engine", "rollout.engine_params",
+                 "rollout.batch_size", "rollout.dtype", "reward.verifier", "reward.verifier_params",
+                 "eval.num_problems", "eval.n", "eval.temperature", "eval.max_new_tokens", "eval.seed",
+                 "train.threads", "train.onednn_cache", "train.seed")
+"""The config keys and sections ``rlvr eval`` reads (its help lists only these)."""
+EVAL_COMPONENTS = ("tasks", "rollout engines", "verifiers")
+
+
+def _eval_help(full: bool = False) -> str:
+    """The epilog of ``rlvr eval``: only the settings and components an evaluation uses."""
+    from rlvr.help import components_overview, settings_overview, settings_reference
+    from rlvr.recipes.config import RunConfig
+
+    settings = settings_reference(RunConfig, only=EVAL_SETTINGS) if full else \
+        settings_overview(RunConfig, only=EVAL_SETTINGS)
+    return settings + "\n\n" + components_overview(details=full, kinds=EVAL_COMPONENTS)
 
 
 def _rm_help(full: bool = False) -> str:
@@ -127,16 +156,23 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
                    help="an optional YAML config file followed by dotted overrides, e.g. train.steps=20")
 
 
+def _config_path(args: list[str]) -> tuple[str | None, list[str]]:
+    """``(the YAML file, the key=value overrides)`` of a command's arguments; a missing file is a ConfigError."""
+    from rlvr.config import ConfigError
+
+    if args and "=" not in args[0]:
+        if not Path(args[0]).is_file():
+            raise ConfigError(f"config file not found: {args[0]}")
+        return args[0], list(args[1:])
+    return None, list(args)
+
+
 def _load(args: list[str]):
     from rlvr.config import load_config
     from rlvr.recipes.config import RunConfig
 
-    path = None
-    if args and "=" not in args[0]:
-        path, args = args[0], args[1:]
-        if not Path(path).is_file():
-            raise SystemExit(f"rlvr: config file not found: {path}")
-    return load_config(RunConfig, path, args)
+    path, overrides = _config_path(args)
+    return load_config(RunConfig, path, overrides)
 
 
 def _cmd_train(ns) -> int:
@@ -157,6 +193,8 @@ def _cmd_train(ns) -> int:
             return 2
     if ns.resume:
         overrides.append("train.resume=true")
+    if ns.overwrite:
+        overrides.append("train.overwrite=true")
     cfg = _load(overrides)
     if seeds is not None:
         from rlvr.recipes.seeds import SeedsError, train_seeds
@@ -166,14 +204,14 @@ def _cmd_train(ns) -> int:
         except SeedsError as e:
             print(f"rlvr: error: --seeds: {e}", file=sys.stderr)
             return 2
-        except TrainingInterrupted:
-            return 130
+        except TrainingInterrupted as e:
+            return getattr(e, "exit_code", 130)
         print(f"seeds directory: {cfg.train.output_dir}")
         return 0
     try:
         summary = train(cfg)
-    except TrainingInterrupted:
-        return 130
+    except TrainingInterrupted as e:
+        return e.exit_code
     print(f"run directory: {summary['output_dir']}")
     return 0
 
@@ -194,7 +232,7 @@ def _cmd_seeds_summarize(ns) -> int:
         summary = write_seeds_summary(ns.dir, seeds, out_dir=ns.out, plot=not ns.no_plot, n_resamples=ns.resamples,
                                       confidence=ns.confidence)
     except (ValueError, OSError) as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(format_seeds_markdown(summary))
     print("written: " + ", ".join(summary["paths"].values()))
@@ -204,10 +242,12 @@ def _cmd_seeds_summarize(ns) -> int:
 def _parse_ks(text: str | None) -> list[int] | None:
     if not text:
         return None
+    from rlvr.config import ConfigError
+
     try:
         ks = [int(x) for x in text.replace(",", " ").split()]
     except ValueError:
-        raise SystemExit(f"rlvr: error: --k takes integers like 1,2,4,8, got {text!r}") from None
+        raise ConfigError(f"--k takes integers like 1,2,4,8, got {text!r}") from None
     return ks
 
 
@@ -253,6 +293,11 @@ def _in_range(f, value) -> bool:
     return all(check(value, getattr(m, bound)) for m in f.metadata for bound, check in checks.items()
                if getattr(m, bound, None) is not None)
 
+
+
+EVAL_OPTION_NAMES = {"samples_path": "--samples", "max_new_tokens": "--max-new-tokens (eval.max_new_tokens)",
+                     "limit": "--limit", "rescore_only": "--rescore-only"}
+"""How ``rlvr eval``'s messages name the options of the evaluation (its flags)."""
 
 
 def _eval_engine(cfg, model_name: str, system_prompt: str | None):
@@ -331,7 +376,7 @@ def _cmd_eval(ns) -> int:
     try:
         task, problems = _eval_problems(ns, cfg)
     except ValueError as e:  # also DatasetError (file:line) and ModelNotFoundError
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     explicit = {"n": ns.n, "temperature": ns.temperature, "top_p": ns.top_p, "max_new_tokens": ns.max_new_tokens,
                 "seed": ns.seed}
@@ -364,15 +409,22 @@ def _cmd_eval(ns) -> int:
         examples=ns.keep_samples, progress=not ns.no_progress, dtype=cfg.model.dtype,
         device=device, make_engine=_eval_engine(cfg, model_name, system_prompt),  # rollout.* through the registry
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
-        check_sampling={k: v for k, v in explicit.items() if v is not None}, **sampling)
+        check_sampling={k: v for k, v in explicit.items() if v is not None}, option_names=EVAL_OPTION_NAMES,
+        **sampling)
     from rlvr.models.matmul import matmul_backend
 
     try:
         with matmul_backend(cfg.model.matmul):
             res = run_eval(req)
     except (ValueError, ImportError) as e:  # SampleFileError (file:line, or both sides of a mismatch), bad
-        print(f"rlvr: error: {e}", file=sys.stderr)  # options, an engine whose extra is not installed
+        _error(e)  # options, an engine whose extra is not installed
         return 2
+    _print_eval(res)
+    return 0
+
+
+def _print_eval(res: dict) -> None:
+    """``rlvr eval``'s console report: the metrics line, where the samples are, the warnings, the files written."""
     m, n = res["metrics"], res["samples_per_problem"]
     top = str(m["ks"][-1])
 
@@ -382,12 +434,17 @@ def _cmd_eval(ns) -> int:
     s = res["sampling"]
     first = str(m["ks"][0])
     more = f"pass@{top} {fmt(m['pass@k'][top])}  maj@{top} {fmt(m['maj@k'][top])}  " if top != first else ""
+    shown = [m["avg@k"][top], m["pass@k"][first]] + ([m["pass@k"][top], m["maj@k"][top]] if top != first else [])
+    cis = "95% bootstrap CIs" + ("; Wilson where every problem scored the same"
+                                 if any(r.get("ci_method") == "wilson" for r in shown) else "")
     print(f"{res['model']} on {res['task']} ({res['num_problems']} problems, n={n}, T={s['temperature']}, "
           f"verifier {res['verifier']}): accuracy {fmt(m['avg@k'][top])}  pass@{first} {fmt(m['pass@k'][first])}  "
-          f"{more}(95% bootstrap CIs)")
+          f"{more}({cis})")
     t = res["timing"]
     print(f"samples in {res['samples_file']} ({res['generated_problems']} problems generated now); model load + "
           f"generation {t['generate_s']:.1f} s, scoring {t['score_s']:.2f} s, metrics {t['metrics_s']:.2f} s")
+    for line in res.get("warnings", []):
+        print(f"rlvr: warning: {line}", file=sys.stderr)
     timeouts = res["verdict_reasons"].get("timeout", 0)
     if timeouts:
         print(f"rlvr: warning: {timeouts} verifier checks hit the time limit and count as wrong (a busy machine?); "
@@ -395,7 +452,6 @@ def _cmd_eval(ns) -> int:
     for key, label in (("results", "results"), ("html", "report")):
         if key in res["paths"]:
             print(f"{label} written to {res['paths'][key]}")
-    return 0
 
 
 _EVAL_DESCRIPTION = """\
@@ -415,7 +471,8 @@ graph, and {share_prefix: 16} prefills the prompts' common prefix once) or
 rollout.engine=vllm (pip install 'rlvr[gpu]'; rollout.engine_params), and
 stored in a JSONL samples file (--samples; default
 runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl, or next to --output when that
-is given). Each problem draws from its own generator seeded with seed + its
+is given; a model given as a directory adds 8 hex of its path and config time,
+so two runs' checkpoints of one step never share a file). Each problem draws from its own generator seeded with seed + its
 index; problems are decoded together, rollout.batch_size // n at a time, in
 chunks aligned to their index, and written only when all their samples exist:
 an interrupted run resumes where it stopped and ends with the same samples as
@@ -427,11 +484,14 @@ samples again (e.g. with another --verifier or --k) and fails if problems are
 missing.
 
 Sampling: --n/--temperature/--top-p/--max-new-tokens/--seed, else the
-config's eval.n (1), eval.temperature (0.0), eval.max_new_tokens (64),
-eval.seed (1234). Verifier: math for math500/aime24/amc23/jsonl, numeric for
+config's eval.n (1), eval.temperature (0.0), eval.max_new_tokens (64, as
+rlvr.evaluate's; more than half the answers stopping at it is a warning),
+eval.seed (1234); a limit beyond the model's context is refused before it
+loads. Verifier: math for math500/aime24/amc23/jsonl, numeric for
 gsm8k; without --task, reward.verifier.
 
-Metrics, each with a 95% percentile-bootstrap interval over problems, for
+Metrics, each with a 95% percentile-bootstrap interval over problems (at 0%
+or 100%, where every resample is the same, a Wilson score interval), for
 every k in 1..n (or --k): pass@k (unbiased estimator of Chen et al. 2021),
 maj@k (majority vote over k samples; answers are bucketed by their normalised
 form, numbers by exact value; expected over k-subsets, ties count the fraction
@@ -474,7 +534,9 @@ def _read_verify_input(ns) -> tuple[list, list, list, int]:
             except (ValueError, KeyError) as e:
                 msg = f"{ns.input}:{lineno}: bad line ({type(e).__name__}: {e})"
                 if ns.on_error == "stop":
-                    raise SystemExit(f"rlvr: error: {msg}")
+                    from rlvr.tasks.jsonl import DatasetError
+
+                    raise DatasetError(msg) from None
                 print(f"rlvr: warning: {msg}; skipped", file=sys.stderr)
                 bad += 1
                 continue
@@ -492,7 +554,9 @@ def _cmd_verify(ns) -> int:
     from rlvr.verifiers.batch import iter_verify
 
     if not Path(ns.input).is_file():
-        raise SystemExit(f"rlvr: input file not found: {ns.input}")
+        from rlvr.tasks.jsonl import DatasetError
+
+        raise DatasetError(f"input file not found: {ns.input}")
     completions, references, ids, bad = _read_verify_input(ns)
     opts = {"timeout": ns.timeout} if ns.timeout is not None else {}
     out = Path(ns.output)
@@ -521,10 +585,12 @@ def _cmd_verify(ns) -> int:
 def _csv(text: str | None, kind=str, what: str = "value") -> list | None:
     if not text:
         return None
+    from rlvr.config import ConfigError
+
     try:
         return [kind(x) for x in text.replace(",", " ").split()]
     except ValueError:
-        raise SystemExit(f"rlvr: error: bad {what} list {text!r}") from None
+        raise ConfigError(f"bad {what} list {text!r}") from None
 
 
 def _unescape(text: str) -> str:
@@ -538,7 +604,9 @@ def _cmd_search(ns) -> int:
     from rlvr.search.run import format_sweep, search_samples
 
     if not ns.samples and not ns.beam:
-        raise SystemExit("rlvr: error: give a samples file (from `rlvr eval`), or --beam --task TASK")
+        from rlvr.config import ConfigError
+
+        raise ConfigError("give a samples file (from `rlvr eval`), or --beam --task TASK")
     opts = {"step_tag": ns.step_tag, "delimiter": _unescape(ns.delimiter), "aggregate": ns.aggregate}
     out = Path(ns.output) if ns.output else Path(ns.samples or "runs/search/beam.jsonl").with_suffix("")
     if ns.output is None:
@@ -565,7 +633,7 @@ def _cmd_search(ns) -> int:
             report["beam"] = beam
             out.write_text(json.dumps(report, indent=2))
     except ValueError as e:  # SampleFileError (file:line), bad scorer / strategy / budgets
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(f"{report['model']} on {report['task']}: {report['num_problems']} problems, n={report['sampling']['n']}, "
           f"scorer {report['scorer']}" + (" (oracle: an upper bound)" if report["scorer_is_oracle"] else ""))
@@ -642,7 +710,7 @@ def _cmd_compare(ns) -> int:
     try:
         sweeps = [None if "," in p else _seed_sweep(p) for p in paths]
     except ValueError as e:  # a directory without seed-<s> runs, an unreadable run file
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     if any(s is not None for s in sweeps):
         if not all(s is not None for s in sweeps):
@@ -658,7 +726,7 @@ def _cmd_compare(ns) -> int:
         try:
             return _cmd_compare_seeds(ns, names, sweeps)
         except ValueError as e:
-            print(f"rlvr: error: {e}", file=sys.stderr)
+            _error(e)
             return 2
     if ns.plot:
         print("rlvr: error: --plot draws seed sweeps (directories of seed-<s> runs or seeds.json), not results files",
@@ -674,7 +742,7 @@ def _cmd_compare(ns) -> int:
     try:
         datas = load_methods(groups)
     except RunFileError as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     results = []
     for name, data in zip(names[1:], datas[1:]):
@@ -777,7 +845,7 @@ def _cmd_export(ns) -> int:
     try:
         out = export_checkpoint(ns.checkpoint, ns.out, gguf=ns.gguf, overwrite=ns.overwrite)
     except ExportError as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(f"exported {ns.checkpoint} to {out} (load it with transformers.AutoModelForCausalLM.from_pretrained"
           f"({str(out)!r}){'; llama.cpp: ' + str(out / 'model.gguf') if ns.gguf else ''})")
@@ -803,17 +871,12 @@ def _cmd_rm_train(ns) -> int:
     from rlvr.config import load_config
     from rlvr.recipes.reward_model import RMConfig, format_report, train_reward_model
 
-    args = list(ns.args)
-    path = None
-    if args and "=" not in args[0]:
-        path, args = args[0], args[1:]
-        if not Path(path).is_file():
-            raise SystemExit(f"rlvr: config file not found: {path}")
+    path, args = _config_path(list(ns.args))
     cfg = load_config(RMConfig, path, args)
     try:
         report = train_reward_model(cfg)
     except ValueError as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     print(format_report(report))
     return 0
@@ -853,6 +916,9 @@ def _add_train_parser(sub) -> None:
                        description=_TRAIN_DESCRIPTION, epilog_fn=_run_help, full_epilog_fn=lambda: _run_help(True))
     _add_config_args(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint (train.resume=true)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start over in an output directory that holds an earlier run, deleting its checkpoints and "
+                        "metrics (train.overwrite=true)")
     p.add_argument("--seeds", metavar="LIST",
                    help="one run per seed, e.g. 0,1,2 or 0-4: train.seed=S in train.output_dir/seed-S/, then "
                         "seeds.json, seeds.md and seeds.png (spread over seeds) in train.output_dir; resumable "
@@ -887,7 +953,7 @@ def _add_seeds_parser(sub) -> None:
 
 def _add_eval_parser(sub) -> None:
     p = sub.add_parser("eval", help="pass@k / maj@k / accuracy of a model on a benchmark, with a report",
-                       description=_EVAL_DESCRIPTION, epilog_fn=_run_help, full_epilog_fn=lambda: _run_help(True))
+                       description=_EVAL_DESCRIPTION, epilog_fn=_eval_help, full_epilog_fn=lambda: _eval_help(True))
     _add_config_args(p)
     _add_common(p)
     g = p.add_argument_group("problems")
@@ -905,8 +971,8 @@ def _add_eval_parser(sub) -> None:
         _add_config_flag(g, flag, key, note)
     g.add_argument("--top-p", type=float, help="nucleus sampling mass (default 1.0)")
     g = p.add_argument_group("stored samples and scoring")
-    g.add_argument("--samples", help="samples JSONL to create, resume or re-score "
-                                     "(default runs/eval/<task>-<model>-n<N>-T<T>.samples.jsonl)")
+    g.add_argument("--samples", help="samples JSONL to create, resume or re-score (default runs/eval/<task>-<model>"
+                                     "-n<N>-T<T>.samples.jsonl; a model directory adds a hash of its path)")
     g.add_argument("--rescore-only", action="store_true",
                    help="never generate: score the stored samples (error if the file lacks asked problems)")
     g.add_argument("--verifier", help="registered verifier (default: math; numeric for gsm8k; code_humaneval for "
@@ -1059,10 +1125,11 @@ def _error(e: BaseException) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from rlvr.config import ConfigError
-    from rlvr.learner.checkpoint import NonFiniteWeightsError
+    from rlvr.learner.checkpoint import CheckpointError, NonFiniteWeightsError
     from rlvr.learner.guards import TrainingDiverged
     from rlvr.models import ModelNotFoundError
     from rlvr.plugins import PluginError, load_plugins
+    from rlvr.recipes.rundir import RunDirectoryError
     from rlvr.registry import RegistryError
     from rlvr.tasks.jsonl import DatasetError
     from rlvr.types import ComponentError
@@ -1071,7 +1138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # before the parser exists: --help lists the components plugins register
         load_plugins(_plugin_modules(argv))
     except PluginError as e:
-        print(f"rlvr: error: {e}", file=sys.stderr)
+        _error(e)
         return 2
     parser = build_parser()
     ns, extra = parser.parse_known_args(argv)
@@ -1083,12 +1150,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return ns.func(ns)
-    except (ConfigError, ModelNotFoundError, DatasetError, RegistryError) as e:  # before anything ran
+    except (ConfigError, ModelNotFoundError, DatasetError, RegistryError, RunDirectoryError) as e:  # nothing ran
         _error(e)
         return 2
-    except (ComponentError, TrainingDiverged, NonFiniteWeightsError) as e:  # a broken component, a diverged run
+    except (ComponentError, TrainingDiverged, NonFiniteWeightsError, CheckpointError) as e:  # a broken component,
+        _error(e)  # a diverged run, a damaged checkpoint
+        return 1
+    except OSError as e:  # a file that failed while running: a full disk, a directory made unwritable meanwhile
         _error(e)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop (loading, evaluating), or a second one
+        print("\nrlvr: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

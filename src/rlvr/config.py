@@ -23,9 +23,16 @@ are validated (innermost first).  Numeric ranges are field constraints
 (``option(2e-5, "learning rate", gt=0)``), shown in :func:`describe_config`; a float
 field never takes NaN or infinity.
 
+Overriding the component a section names (``task.name``, ``env.name``, ``reward.verifier``,
+``algorithm.advantage``, ``rollout.engine``: a field beside a dict field ``params`` or ``<field>_params``)
+with another one drops the file's options of the former component (``task.params``); options the
+overrides set (``task.params.prompt_field=q``) apply to the new one.
+
 Mistakes raise :class:`ConfigError` naming the file (and line) or override, the dotted
 key, the expected type or range and what was given, with a "did you mean" for misspelt
-keys; every bad key of a file or of the overrides is reported, one per line.  A key that moved is refused
+keys; every bad key of a file or of the overrides is reported, one per line.  An error about
+a key inside a mapping (``task.params.num_train: not an option ...``) names where that key was set:
+the file's line, or the override.  A key that moved is refused
 with its new place: a section lists them in its ``moved`` class attribute (``{"old_field": "new.dotted.key"}``).
 :func:`save_config` writes YAML that ``load_config`` reads back to an equal object.
 """
@@ -43,7 +50,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = ["ConfigError", "ConfigModel", "option", "value_range", "load_config", "config_to_dict", "save_config",
-           "describe_config"]
+           "config_yaml", "describe_config"]
 
 T = TypeVar("T", bound="ConfigModel")
 _NULLS = ("null", "Null", "NULL", "~")
@@ -278,13 +285,26 @@ def _validate(cls: type[T], data: Mapping, source: str | Callable[[list[Any]], s
         lines = []
         for e in err.errors(include_url=False):
             loc, msg = _explain_one(cls, e)
-            where = source(loc) if callable(source) else source
+            where = source(_message_loc(loc, msg)) if callable(source) else source
             line = f"{where}: {msg}" if where else msg
             if line not in lines:
                 lines.append(line)
         at = re.compile(r"^.*?:(\d+): ")  # a file's errors in the order of their lines
         lines.sort(key=lambda t: int(m.group(1)) if (m := at.match(t)) else 0)
         raise ConfigError("\n".join(lines)) from None
+
+
+def _message_loc(loc: list[Any], msg: str) -> list[Any]:
+    """The location an error names: its message's leading ``dotted.key[i]:`` when that lies inside ``loc``
+    (a section's check() names the key it refuses, e.g. ``task.params.num_train``), else ``loc``."""
+    m = _KEYED.match(msg)
+    if not m:
+        return loc
+    parts: list[Any] = []
+    for dotted in m.group(0)[:-2].split("."):
+        name, *idx = re.split(r"\[(\d+)\]", dotted)
+        parts += [name] + [int(i) for i in idx if i]
+    return parts if len(parts) > len(loc) and parts[:len(loc)] == list(loc) else loc
 
 
 def _yaml_lines(text: str) -> dict[tuple, int]:
@@ -336,7 +356,87 @@ def _override_source(overrides: Sequence[str]) -> Callable[[list[Any]], str]:
     return where
 
 
+def _combined_source(cls: type[ConfigModel], file_where: Callable[[list[Any]], str], overrides: Sequence[str],
+                     lines: Mapping[tuple, int]) -> Callable[[list[Any]], str]:
+    """An error's key set by an override (its value holds the key, or the key holds the override's) names the
+    override; one set in the file names its line."""
+    by_override = _override_source(overrides)
+    keys = [[p.strip() for p in str(o).partition("=")[0].split(".")] for o in overrides]
+    values = [_apply_override(cls, {}, o) for o in overrides]
+
+    def where(loc: list[Any]) -> str:
+        for o, k, v in zip(reversed(list(overrides)), reversed(keys), reversed(values)):
+            if loc and (k[:len(loc)] == list(loc) or _has(v, loc)):
+                return f"override {o!r}"
+        return file_where(loc) if tuple(loc) in lines else by_override(loc)
+
+    return where
+
+
+def _has(data: Any, path: Sequence[Any]) -> bool:
+    """Whether the nested mappings and lists ``data`` hold ``path``."""
+    for p in path:
+        if isinstance(data, Mapping) and p in data:
+            data = data[p]
+        elif isinstance(data, list) and isinstance(p, int) and 0 <= p < len(data):
+            data = data[p]
+        else:
+            return False
+    return True
+
+
 # --------------------------------------------------------------------------- overrides
+def _component_options(cls: type[ConfigModel], prefix: tuple[str, ...] = ()) -> dict[tuple, tuple]:
+    """``{("task", "name"): ("task", "params"), ("reward", "verifier"): ("reward", "verifier_params"), ...}``: every
+    str field that names a component, with the dict field that holds that component's options."""
+    out: dict[tuple, tuple] = {}
+    fields = cls.model_fields
+    for name, f in fields.items():
+        sub = _section(f.annotation)
+        if sub is not None:
+            out.update(_component_options(sub, prefix + (name,)))
+            continue
+        opts = "params" if name == "name" else f"{name}_params"
+        if opts in fields and any(m is str for m in _members(f.annotation)) and \
+                any(m is dict or get_origin(m) in (dict, Mapping) for m in _members(fields[opts].annotation)):
+            out[prefix + (name,)] = prefix + (opts,)
+    return out
+
+
+def _get(data: Mapping, path: Sequence[str]) -> Any:
+    for p in path:
+        if not isinstance(data, Mapping) or p not in data:
+            return None
+        data = data[p]
+    return data
+
+
+def _drop_replaced_options(cls: type[ConfigModel], data: dict, overrides: Sequence[str]) -> dict:
+    """``data`` without the options of a component an override replaces by another (``task.name=jsonl`` drops
+    the file's ``task.params``: they were the former component's); options the overrides set then apply to the
+    new one."""
+    components = _component_options(cls)
+    keys = [tuple(p.strip() for p in str(o).partition("=")[0].strip().split(".")) for o in overrides]
+    for item, key in zip(overrides, keys):
+        opts = components.get(key)
+        if opts is None or _get(data, opts) is None:
+            continue
+        current = _get(data, key)
+        if current is None:  # not in the file: the field's default names the component
+            section, _ = _field_at(cls, list(key))
+            current = section.model_fields[key[-1]].default if section is not None else None
+        if _get(_apply_override(cls, {}, item), key) == current:  # the same component: its options stay
+            continue
+        parent = dict(data)  # a copy down the path
+        node = parent
+        for p in opts[:-1]:
+            node[p] = dict(node[p])
+            node = node[p]
+        del node[opts[-1]]
+        data = parent
+    return data
+
+
 def _wants_raw(tp: Any, raw: str) -> bool:
     """Whether override text for ``tp`` is used verbatim instead of being parsed as YAML."""
     if tp is str:
@@ -434,8 +534,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
         if not overrides:
             return _validate(cls, data, _file_source(path, text))
         _validate(cls, data, _file_source(path, text))  # a mistake in the file is named as the file's
+    data = _drop_replaced_options(cls, data, overrides)
     for item in overrides:
         data = _apply_override(cls, data, item)
+    if path is not None:  # an error names the override that set its key, else the file's line
+        return _validate(cls, data, _combined_source(cls, _file_source(path, text), overrides, _yaml_lines(text)))
     return _validate(cls, data, _override_source(overrides) if overrides else "")
 
 
@@ -446,11 +549,32 @@ def config_to_dict(cfg: BaseModel) -> dict[str, Any]:
     return cfg.model_dump(mode="json")
 
 
+def config_yaml(cfg: BaseModel) -> str:
+    """``cfg`` as the YAML text :func:`save_config` writes."""
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False, allow_unicode=True)
+
+
 def save_config(cfg: BaseModel, path: str | Path) -> None:
-    """Write ``cfg`` as YAML that ``load_config(type(cfg), path)`` reads back to an equal object."""
+    """Write ``cfg`` as YAML that ``load_config(type(cfg), path)`` reads back to an equal object.
+
+    Atomically: a temporary file beside ``path``, fsync'd, renamed over it; a kill or a full disk leaves the
+    old file, never a torn one.
+    """
+    import os
+    import tempfile
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(config_yaml(cfg))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _show(value: Any) -> str:

@@ -18,7 +18,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel
 
@@ -95,29 +95,40 @@ def _default(f) -> str:
     return _show(None if isinstance(value, BaseModel) else value)
 
 
-def settings_overview(cls: type[ConfigModel], width: int | None = None) -> str:
-    """The config's sections with their docs and key names (override any as ``key=value``)."""
+def _selected(key: str, only: Sequence[str] | None) -> bool:
+    """Whether the dotted ``key`` is one of ``only`` (a key or a section), or holds one of them; all when None."""
+    return only is None or any(key == o or key.startswith(o + ".") or o.startswith(key + ".") for o in only)
+
+
+def settings_overview(cls: type[ConfigModel], width: int | None = None, *, only: Sequence[str] | None = None) -> str:
+    """The config's sections with their docs and key names (override any as ``key=value``); ``only``: just these
+    keys and sections (e.g. what ``rlvr eval`` reads)."""
     width = width or help_width()
     lines = wrap("settings (set any key as section.key=value; --help-all gives every key's type, default and doc):",
                  width, 0, 2)
-    top = [(name, f) for name, f in cls.model_fields.items() if _section(f.annotation) is None]
-    sections = [(name, f) for name, f in cls.model_fields.items() if _section(f.annotation) is not None]
+    top = [(name, f) for name, f in cls.model_fields.items() if _section(f.annotation) is None and _selected(name, only)]
+    sections = [(name, f) for name, f in cls.model_fields.items()
+                if _section(f.annotation) is not None and _selected(name, only)]
     col = 2 + max([len(n) for n, _ in sections] + [len(n) for n, _ in top] + [8]) + 2
     for name, f in top:
         lines += _columns(name, plain_text(f.description or ""), width, 2, col)
     for name, f in sections:
         sub = _section(f.annotation)
         lines += _columns(name, plain_text(f.description or ""), width, 2, col)
-        keys = config_keys(sub)
+        keys = [k for k in config_keys(sub) if _selected(f"{name}.{k}", only)]
         lines += wrap("keys: " + ", ".join(keys), width, col, col + 6)
     return "\n".join(lines)
 
 
-def settings_reference(cls: type[ConfigModel], width: int | None = None) -> str:
-    """Every key: ``key  type = default`` then its doc, indented (the ``--help-all`` dump)."""
+def settings_reference(cls: type[ConfigModel], width: int | None = None, *,
+                       only: Sequence[str] | None = None) -> str:
+    """Every key: ``key  type = default`` then its doc, indented (the ``--help-all`` dump); ``only``: just these
+    keys and sections."""
     width = width or help_width()
     lines = wrap("config keys (set as key=value):", width)
     for key, f, sub in _fields(cls):
+        if not _selected(key, only):
+            continue
         doc = plain_text(f.description or "")
         if sub is not None:
             lines += wrap(f"{key}: {doc}" if doc else key, width, 2, 6)
@@ -206,12 +217,16 @@ def _option(name: str, f) -> str:
     return f"`{name}` = `{_default(f)}`" + (f" ({bound})" if bound else "")
 
 
-def components_overview(width: int | None = None, *, details: bool = False) -> str:
-    """Every registered component of every kind: name and the first sentence of its doc (``details``: options)."""
+def components_overview(width: int | None = None, *, details: bool = False,
+                        kinds: Sequence[str] | None = None) -> str:
+    """Every registered component of every kind: name and the first sentence of its doc (``details``: options);
+    ``kinds``: just the kinds with these titles (``tasks``, ``verifiers``, ...)."""
     width = width or help_width()
     lines = wrap("registered components (the names each key accepts"
                  + ("" if details else "; --help-all adds their options") + "):", width, 0, 2)
     for kind in component_kinds():
+        if kinds is not None and kind.title not in kinds:
+            continue
         entries = _entries(kind.registry, builtin_only=False)
         lines += [""] + wrap(f"{kind.title}: {kind.key}", width, 2, 6)
         col = 4 + min(22, max(len(e.name) for e in entries)) + 2 if entries else 8

@@ -46,6 +46,8 @@ import math
 import os
 import socket
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlparse
@@ -123,17 +125,55 @@ def _numeric(row: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
             if k != "step" and isinstance(v, (int, float)) and not (isinstance(v, float) and not math.isfinite(v))}
 
 
-def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """All rows of a metrics file (a torn last line from a killed run is ignored)."""
+def read_metrics(path: str | os.PathLike, damaged: list[int] | None = None) -> list[dict[str, Any]]:
+    """All rows of a metrics file.
+
+    A torn last line (a run killed while writing it) is ignored. A damaged line elsewhere is skipped with a
+    warning naming the file and line (the rows after it are kept); its line number is appended to
+    ``damaged`` when a list is given.
+    """
     rows = []
-    for line in Path(path).read_text().splitlines():
+    lines = Path(path).read_text(errors="replace").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            rows.append(row)
+        except ValueError:
+            if i == last:
+                continue
+            if damaged is not None:
+                damaged.append(i + 1)
+            warnings.warn(f"{path}:{i + 1}: damaged metrics line skipped (not a JSON object): {line[:60]!r}",
+                          stacklevel=2)
     return rows
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path``'s content with ``text`` all at once (temporary file, fsync, rename): a kill or a full disk
+    leaves the old content. (The same as rlvr.utils.files', which this layer cannot import.)"""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line and fsync it: a row reported as logged survives a crash of the machine."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 # ---------------------------------------------------------------- the trackers
@@ -156,10 +196,17 @@ class JsonlTracker:
         for group in groups:
             path = self.path(group)
             if resume_from_step is None:
-                path.write_text("")
+                atomic_write_text(path, "")
             elif path.exists():
-                kept = [r for r in read_metrics(path) if r.get("step", 0) <= resume_from_step]
-                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+                damaged: list[int] = []
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    kept = [r for r in read_metrics(path, damaged) if r.get("step", 0) <= resume_from_step]
+                if damaged:
+                    print(f"{path}: line{'s' if len(damaged) > 1 else ''} {', '.join(map(str, damaged[:10]))} "
+                          f"damaged (not JSON): removed, the {len(kept)} intact rows up to step "
+                          f"{resume_from_step} kept")
+                atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
             self.paths[group] = path
 
     def path(self, group: str = TRAIN_GROUP) -> Path:
@@ -170,8 +217,7 @@ class JsonlTracker:
         if group not in self.paths:
             raise ValueError(f"metrics group {group!r} was not opened (open_trackers(..., groups=...) "
                              f"has {sorted(self.paths)})")
-        with self.paths[group].open("a") as f:
-            f.write(json.dumps(dict(row)) + "\n")
+        append_line(self.paths[group], json.dumps(dict(row)))
 
     def log(self, metrics: Mapping[str, Any], step: int, group: str = TRAIN_GROUP) -> None:
         self.log_row(clean_row(_with_step(metrics, step)), group)

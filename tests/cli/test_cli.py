@@ -34,9 +34,9 @@ def test_config_prints_resolved_yaml(tmp_path, capsys):
     assert "steps: 7" in out and "group_size: 4" in out
 
 
-def test_missing_config_file():
-    with pytest.raises(SystemExit, match="config file not found"):
-        main(["config", "does-not-exist.yaml"])
+def test_missing_config_file(capsys):
+    assert main(["config", "does-not-exist.yaml"]) == 2  # bad input: the one convention of every command
+    assert capsys.readouterr().err == "rlvr: error: config file not found: does-not-exist.yaml\n"
 
 
 def test_eval_on_jsonl_task_writes_json(tmp_path, tiny_model_dir, capsys):

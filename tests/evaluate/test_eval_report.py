@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -74,3 +75,41 @@ def test_report_lists_verdict_reasons(tmp_path):
     res["verdict_reasons"] = {"match (identical)": 3, "timeout": 1}
     page = write_report(res, tmp_path)["html"].read_text()
     assert "Verifier verdicts: match (identical) 3, timeout 1." in page
+
+
+def _cards(page: str) -> list[str]:
+    return re.findall(r"<div class='card'><div>([^<]*)</div>", page)
+
+
+def test_report_cards_show_each_number_once(tmp_path):
+    """avg@n equals pass@1, and with one sample per problem pass@1 = maj@1 = accuracy: no card repeats one."""
+    recs = _records(6)
+    page = write_report(build_results(_header(recs), recs, score_samples(recs, "math")), tmp_path / "n4")["html"]
+    assert _cards(page.read_text()) == ["accuracy (avg@4 = pass@1)", "pass@4", "maj@4"]
+
+    one = _records(6, n=1)
+    header = make_header("math500", [Problem(id=r.id, prompt=r.prompt, answer=r.answer) for r in one], "tiny",
+                         "0" * 16, n=1, temperature=0.0, max_new_tokens=32, seed=1)
+    page = write_report(build_results(header, one, score_samples(one, "math")), tmp_path / "n1")["html"].read_text()
+    assert _cards(page) == ["accuracy (pass@1)"]
+
+
+def test_accuracy_axis_spans_0_to_100_percent_when_every_answer_is_wrong(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    limits = {}
+    save = Figure.savefig
+
+    def record(fig, path, *a, **kw):
+        limits[Path(path).name] = fig.axes[0].get_ylim() if Path(path).name == "passk.png" else fig.axes[0].get_xlim()
+        return save(fig, path, *a, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    recs = _records(6)
+    for r in recs:
+        r.answer = "never"
+    res = build_results(_header(recs), recs, score_samples(recs, "math"))
+    assert res["accuracy"] == 0.0 and res["metrics"]["pass@k"]["4"]["value"] == 0.0
+    write_report(res, tmp_path)
+    assert limits["passk.png"] == (0.0, 100.0)
+    assert limits["by_subject.png"] == (0.0, 100.0)

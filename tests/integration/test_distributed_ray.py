@@ -103,14 +103,24 @@ class FlakyWorker(RolloutWorker):
     """A rollout worker that fails on demand, driven by files (its class is pickled once, files are live).
 
     ``crash``: the first worker to claim this file exits inside ``generate``, like a segfault or an OOM kill.
-    ``slow``: while this file exists, ``generate`` waits 2 s first (time to ``ray.kill`` it mid-call).
+    ``slow``: the worker whose process id this file holds, in its first ``generate`` after the file appears,
+    creates ``busy`` and waits (up to 60 s) to be ``ray.kill``-ed mid-call; the test kills it once ``busy`` exists,
+    so the kill lands inside the call however loaded the machine is.
     """
 
     dir = ""
 
     def generate(self, problems, params):
-        if os.path.exists(os.path.join(self.dir, "slow")):
-            time.sleep(2.0)
+        slow = os.path.join(self.dir, "slow")
+        if os.path.exists(slow) and Path(slow).read_text() == str(os.getpid()):
+            try:
+                os.close(os.open(os.path.join(self.dir, "busy"), os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                end = time.monotonic() + 60
+                while time.monotonic() < end:  # killed in here
+                    time.sleep(0.05)
         try:
             os.close(os.open(os.path.join(self.dir, "crash"), os.O_CREAT | os.O_EXCL))
         except FileExistsError:
@@ -197,15 +207,23 @@ def test_worker_deaths_lose_and_duplicate_nothing(cluster, flaky, tiny_tokenizer
     assert _key(got) == _key(_local(model, tiny_tokenizer, 8))
 
     # 3. ray.kill while the worker is busy in generate (Ray restarts it)
-    (faults / "slow").touch()
+    victim = eng.workers[0]  # the re-created actor: one restart left
+    (faults / "slow").write_text(str(eng.worker_pids()[0]))
+
+    def kill_when_busy():
+        end = time.monotonic() + 120
+        while not (faults / "busy").exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        ray.kill(victim, no_restart=False)
+
     try:
-        victim = eng.workers[0]  # the re-created actor: one restart left
-        killer = threading.Timer(1.0, lambda: ray.kill(victim, no_restart=False))
+        killer = threading.Thread(target=kill_when_busy)
         killer.start()
         got = eng.generate(PROBLEMS, _params(9))
         killer.join()
     finally:
         (faults / "slow").unlink()
+        (faults / "busy").unlink(missing_ok=True)
     assert eng.recoveries == recoveries + 3
     assert _key(got) == _key(_local(model, tiny_tokenizer, 9))
 

@@ -54,7 +54,7 @@ def _train_one_step(cfg: RunConfig, mode: str) -> None:
     if mode != "fsdp":
         train(cfg, **kwargs)
         return
-    store = Path(cfg.train.output_dir) / "store"
+    store = Path(cfg.train.output_dir).parent / "store"  # beside the run directory: not a file of the run
     store.parent.mkdir(parents=True, exist_ok=True)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +15,27 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "rlvr-plugin-example"
 
 
+def _build_leftovers() -> set[Path]:
+    """What a package build leaves beside the sources: ``build/`` and ``*.egg-info`` in the example, ``build/`` at
+    the repository's root."""
+    found = {p for p in EXAMPLE.rglob("*") if p.name == "build" or p.name.endswith(".egg-info")}
+    return found | ({ROOT / "build"} if (ROOT / "build").exists() else set())
+
+
 def _install(tmp_path: Path) -> Path:
-    """pip-install the example (a copy: the build leaves files beside the sources) into tmp_path/site."""
-    src = tmp_path / "plugin-src"
-    shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    """pip-install the example, from where it lies in the repository as the docs say, into tmp_path/site."""
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-                    "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
+                          "-q", "--target", str(site), str(EXAMPLE)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     return site
+
+
+def test_installing_the_docs_plugin_leaves_nothing_in_the_repository(tmp_path):
+    before = _build_leftovers()
+    site = _install(tmp_path)
+    assert (site / "rlvr_plugin_example" / "task.py").is_file()
+    assert _build_leftovers() - before == set()
 
 
 _TWO_COMMANDS = """\

@@ -188,20 +188,27 @@ def test_ppo_resume_matches_uninterrupted_run(tmp_path, tiny_tokenizer):
 
 
 def test_resuming_a_grpo_checkpoint_as_ppo_names_the_missing_critic(tmp_path, tiny_tokenizer):
+    from rlvr.recipes.rundir import RunDirectoryError
+
     _run(tiny_tokenizer, tmp_path, "train.steps=2")
-    with pytest.raises(RuntimeError, match="critic.safetensors"):
+    with pytest.raises(RunDirectoryError, match="algorithm.advantage: grpo -> gae"):  # refused as a changed run
         _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae")
+    with pytest.raises(RuntimeError, match="critic.safetensors"):  # told it is intended: the critic is missing
+        _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae",
+             "train.resume_changes=[algorithm]")
 
 
 def test_resuming_with_a_damaged_or_mismatched_critic_names_the_file(tmp_path, tiny_tokenizer):
+    from rlvr.recipes.rundir import RunDirectoryError
+
     _run(tiny_tokenizer, tmp_path, "train.steps=2", "algorithm.advantage=gae", "algorithm.value.critic=separate")
     with pytest.raises(RuntimeError, match="critic.safetensors.*algorithm.value.critic"):  # a head-only critic
         _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae",
-             "algorithm.value.critic=shared")
+             "algorithm.value.critic=shared", "train.resume_changes=[algorithm.value.critic]")
     (latest_checkpoint(tmp_path) / "critic.safetensors").write_bytes(b"\x00garbage")
-    with pytest.raises(RuntimeError, match="cannot load critic.safetensors"):
+    with pytest.raises(RunDirectoryError, match="every checkpoint .* damaged .*critic.safetensors has 8 bytes"):
         _run(tiny_tokenizer, tmp_path, "train.steps=3", "train.resume=true", "algorithm.advantage=gae")
-    assert latest_checkpoint(tmp_path).name == "step-000002"  # nothing was overwritten
+    assert latest_checkpoint(tmp_path).name == "step-000002"  # nothing was overwritten or renamed
 
 
 def test_kl_in_reward_is_subtracted_per_token_under_ppo(tmp_path, tiny_tokenizer):

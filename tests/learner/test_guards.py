@@ -17,9 +17,9 @@ import torch
 from conftest import make_model, tiny_run_config
 from rlvr.envs import ENVIRONMENTS, Environment, Reply
 from rlvr.learner.checkpoint import NonFiniteWeightsError, latest_checkpoint, save_checkpoint
-from rlvr.learner.guards import (NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages,
-                                 nonfinite_rewards, require_finite_norm)
-from rlvr.recipes.rl import train
+from rlvr.learner.guards import (NonFiniteError, StepGuard, TrainingDiverged, VerifierFailed, nonfinite_advantages,
+                                 nonfinite_groups, nonfinite_rewards, require_finite_norm)
+from rlvr.recipes.rl import RLRecipe, train
 from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Sample, Verdict
 
@@ -72,6 +72,7 @@ def test_nan_rewards_skip_both_steps_and_leave_finite_weights(tmp_path, tiny_tok
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert [r["skipped_step"] for r in rows] == [1.0, 1.0] and rows[-1]["skipped_steps"] == 2.0
+    assert [(r["dropped_groups"], r["nonfinite_rewards"]) for r in rows] == [(2.0, 8.0)] * 2  # nothing finite left
     assert [r["lr"] for r in rows] == pytest.approx([0.005, 0.0075])  # the warm-up still advances a step per step
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # no update reached the weights
     warnings = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
@@ -89,7 +90,8 @@ def test_max_bad_steps_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path
     model = make_model(tiny_tokenizer)
     cfg = tiny_run_config(tmp_path, "train.steps=6", f"env.name={nan_env}", "env.params={after: 16}",
                           "train.save_every=1", "train.keep_checkpoints=2", "train.max_bad_steps=2")
-    with pytest.raises(TrainingDiverged, match=r"2 steps in a row were skipped .*step-000002"):
+    with pytest.raises(TrainingDiverged, match=r"2 steps in a row were skipped .*Stopped; the latest checkpoint is "
+                                               r"\S*step-000002; train.resume=true continues from it$"):
         train(cfg, model=model, tokenizer=tiny_tokenizer, problems=PROBS, verifier=_parity)
     rows = read_metrics(tmp_path / "metrics.jsonl")  # 8 episodes a step: steps 1-2 good, 3-4 NaN
     assert [r.get("skipped_step", 0.0) for r in rows] == [0.0, 0.0, 1.0, 1.0]
@@ -188,3 +190,83 @@ def test_skipped_steps_release_the_generator_process(tmp_path, tiny_tokenizer):
           model=model, tokenizer=tiny_tokenizer, problems=PROBS, verifier=nan_verifier)
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["skipped_step"] for r in rows] == [1.0, 1.0, 1.0] and _finite(model)
+
+
+class SeenAdvantages(RLRecipe):
+    """Records what every step's advantages were computed from and what the learner was given."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen: list[tuple[list[str], torch.Tensor, torch.Tensor]] = []
+
+    def advantages(self, ro):
+        scored = super().advantages(ro)
+        self.seen.append(([s.problem_id for s in ro.samples], scored.rewards.clone(), scored.batch.advantages.clone()))
+        return scored
+
+
+def test_a_few_nan_rewards_leave_out_their_groups_not_the_step(tmp_path, tiny_tokenizer, caplog):
+    """A verifier giving NaN on 2 of 64 samples (3%) once had 2 of 4 steps skipped: now every step trains, on the
+    groups without a NaN; the NaN sample's group reaches neither the advantages nor the loss."""
+    calls, nan_on = [], {5, 40}
+
+    def verify(completion: str, reference: str) -> Verdict:
+        calls.append(reference)
+        return Verdict(float("nan"), None, "nan") if len(calls) in nan_on else _parity(completion, reference)
+
+    model = make_model(tiny_tokenizer)
+    recipe = SeenAdvantages(tiny_run_config(tmp_path, "train.prompts_per_step=4"), model=model,
+                            tokenizer=tiny_tokenizer, problems=PROBS, verifier=verify)
+    with caplog.at_level(logging.WARNING):
+        recipe.train()
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and not any("skipped_step" in r for r in rows)
+    nan_problems = {(n - 1) // 16: f"t{int(calls[n - 1]) - 1}" for n in nan_on}  # step index -> its NaN problem
+    for i, (row, (ids, rewards, advantages)) in enumerate(zip(rows, recipe.seen)):
+        if i in nan_problems:
+            assert (row["dropped_groups"], row["nonfinite_rewards"]) == (1.0, 1.0)
+            assert len(ids) == 12 and nan_problems[i] not in ids  # 3 of 4 groups trained on
+        else:
+            assert "dropped_groups" not in row and len(ids) == 16
+        assert bool(torch.isfinite(rewards).all()) and bool(torch.isfinite(advantages).all())
+        assert row["learner_seqs"] <= len(ids) and math.isfinite(row["reward_mean"])
+    warned = [r.getMessage() for r in caplog.records if "left out of the update" in r.getMessage()]
+    assert len(warned) == 2 and "1 of 4 groups left out of the update (the step trains on the rest): non-finite " \
+        "reward on 1 of 16 samples: the verifier (reward.verifier=numeric) gave score nan" in warned[0]
+    assert _finite(model)
+
+
+def test_nonfinite_groups():
+    r = torch.tensor([1.0, 0.0, float("nan"), 1.0, 0.0, 0.0, float("inf"), float("nan")])
+    assert nonfinite_groups(r, 2) == [1, 3] and nonfinite_groups(r, 4) == [0, 1] and nonfinite_groups(r[:2], 2) == []
+
+
+def test_a_verifier_failing_on_every_call_stops_the_run(tmp_path, tiny_tokenizer):
+    def broken(completion: str, reference: str) -> Verdict:
+        raise KeyError("no such judge")
+
+    cfg = tiny_run_config(tmp_path, "train.steps=6", "train.save_every=1")
+    with pytest.raises(VerifierFailed, match=r"^the verifier broken \(\S*test_guards\) failed on every call \(8 of 8 "
+                                             r"verdicts are verifier errors\) in 3 steps in a row, the last step 3 "
+                                             r"\(reward.max_verifier_failed_steps=3\); its first error: verifier "
+                                             r"error: KeyError: 'no such judge'; on problem 't.*Stopped; the latest "
+                                             r"checkpoint is \S*step-000002; train.resume=true continues from it$"):
+        train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer, problems=PROBS, verifier=broken)
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
+
+
+def test_verifier_failures_count_steps_in_a_row():
+    ok, err = Verdict(1.0, None, "ok"), Verdict(0.0, None, "verifier error: ValueError: x")
+    samples = [Sample("p", [1], [2], [0.0], "t", "stop")] * 2
+    g = StepGuard(max_bad_steps=3)
+    assert g.verifier_failures(1, [err, err], samples, "'v'", 2) is None
+    assert g.verifier_failures(2, [err, ok], samples, "'v'", 2) is None  # one call worked: the count restarts
+    assert g.verifier_failures(3, [err, err], samples, "'v'", 2) is None
+    assert "in 2 steps in a row, the last step 4" in g.verifier_failures(4, [err, err], samples, "'v'", 2)
+    assert g.verifier_failures(5, [err, err], samples, "'v'", 0) is None  # 0: never
+    short = StepGuard(max_bad_steps=3)  # a run shorter than the limit: stopped at its last step
+    assert short.verifier_failures(1, [err], samples, "'v'", 5) is None
+    assert "in 2 steps in a row" in short.verifier_failures(2, [err], samples, "'v'", 5, last=True)
+    mixed = StepGuard(max_bad_steps=3)
+    mixed.verifier_failures(1, [ok], samples, "'v'", 5)
+    assert mixed.verifier_failures(2, [err], samples, "'v'", 5, last=True) is None  # step 1 had a verdict

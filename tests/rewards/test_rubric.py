@@ -499,7 +499,7 @@ def test_a_function_that_hangs_scores_zero_after_its_timeout_and_training_goes_o
         t0 = time.perf_counter()
         with caplog.at_level("WARNING", logger="rlvr.rewards.rubric"):
             r = rubric.score(g)
-        assert time.perf_counter() - t0 < 5  # the step did not wait for it
+        assert time.perf_counter() - t0 < 20  # the step did not wait for it (it hangs 30 s): a bound, not a speed
         close(r.parts["hangs_test_fn"], [0.0, 0.0, 0.0])
         close(r.reward, [1.0, 0.0, 1.0])
         assert r.errors["hangs_test_fn"] == 3

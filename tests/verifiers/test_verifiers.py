@@ -150,7 +150,9 @@ def test_megabyte_inputs_are_fast():
     for text in inputs:
         assert isinstance(verify(text, "7"), Verdict)
     assert verify(" " * 1_000_000 + "7", "7").correct
-    assert time.perf_counter() - start < 20  # linear time: well under a second each on a laptop
+    # linear time: well under a second each on a laptop; a quadratic scan of a megabyte would take hours, so this
+    # bound (far above the expected time, for loaded machines) still catches one
+    assert time.perf_counter() - start < 120
 
 
 # ---------------------------------------------------------------- registry and safety

@@ -28,6 +28,10 @@ needs_namespace = pytest.mark.skipif(MODE != "namespace", reason="needs root + n
 TRIVIAL_REF = json.dumps({"test": "def check(f):\n    assert f() == 1\n", "entry_point": "f"})
 SOLUTION = "def f():\n    return 1\n"
 FAST = SandboxLimits(timeout=3, max_processes=16)
+HANG_S = 60
+"""A bound on how long a hostile program's verdict may take: it only turns a hang into a failure.  What a test
+claims (killed at the time limit, at the output cap, by the memory limit) is read from the verdict, not from a
+wall-clock time that another process loading the machine can stretch."""
 
 
 def hostile_verdict(prelude: str, timeout: float = 3.0):
@@ -85,12 +89,16 @@ def test_sandbox_stdin_and_exit_codes():
 
 
 def test_run_many_parallel_and_ordered():
-    jobs = [(f"import time\ntime.sleep(1)\nprint({i})", "") for i in range(4)]
-    t0 = time.monotonic()
-    results = run_many(jobs, FAST, workers=4)
-    elapsed = time.monotonic() - t0
-    assert [r.stdout.strip() for r in results] == ["0", "1", "2", "3"]
-    assert elapsed < 3.5, elapsed  # sequential would take >= 4 s
+    """Each job prints the wall clock when it starts and after sleeping 2 s: all four ran at once when every
+    start came before every end (one after the other, the second would start after the first ended)."""
+    jobs = [(f"import time\nprint({i}, time.time(), flush=True)\ntime.sleep(2)\nprint(time.time())", "")
+            for i in range(4)]
+    results = run_many(jobs, SandboxLimits(timeout=30, max_processes=16), workers=4)
+    assert [r.status for r in results] == ["ok"] * 4, [r.stderr for r in results]
+    lines = [r.stdout.split() for r in results]
+    assert [int(x[0]) for x in lines] == [0, 1, 2, 3]  # in the order given
+    starts, ends = [float(x[1]) for x in lines], [float(x[2]) for x in lines]
+    assert max(starts) < min(ends), (starts, ends)
 
 
 @needs_namespace
@@ -122,7 +130,7 @@ def test_hostile_fork_bomb():
         stop.set()
         watcher.join()
     assert not verdict.correct and "timeout" in verdict.reason
-    assert elapsed < 8, elapsed
+    assert elapsed < HANG_S, elapsed
     assert 1 < peak[0] <= SandboxLimits().max_processes  # it forked, and hit the cap
     assert sandbox_pids() == []  # nothing survives the run
 
@@ -130,13 +138,13 @@ def test_hostile_fork_bomb():
 def test_hostile_infinite_loop():
     verdict, elapsed = hostile_verdict("while True:\n    pass\n", timeout=2)
     assert not verdict.correct and "timeout" in verdict.reason
-    assert elapsed < 5, elapsed
+    assert elapsed < HANG_S, elapsed
 
 
 def test_hostile_10gb_allocation():
     verdict, elapsed = hostile_verdict("block = bytearray(10 * 1024 ** 3)\n")
-    assert not verdict.correct and "MemoryError" in verdict.reason
-    assert elapsed < 5, elapsed
+    assert not verdict.correct and "MemoryError" in verdict.reason  # refused at once, not timed out
+    assert elapsed < HANG_S, elapsed
 
 
 @pytest.fixture
@@ -173,7 +181,7 @@ for attempt in (lambda: os.remove(p), lambda: shutil.rmtree(os.path.dirname(p)),
 def test_hostile_delete_outside_directory(sentinel):
     verdict, elapsed = hostile_verdict(f"import os\nos.remove({sentinel!r})\n")
     assert not verdict.correct and "PermissionError" in verdict.reason
-    assert elapsed < 5
+    assert elapsed < HANG_S
     for hook in ([True, False] if MODE == "namespace" else [True]):  # without the hook: kernel only
         res = run_python(DELETE.format(path=sentinel), limits=FAST, audit_hook=hook)
         assert "SUCCEEDED" not in res.stdout, (hook, res.stdout, res.stderr)
@@ -229,7 +237,7 @@ except Exception as e:
 def test_hostile_socket(listener):
     port, accepted = listener
     verdict, elapsed = hostile_verdict(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\n")
-    assert not verdict.correct and elapsed < 5
+    assert not verdict.correct and elapsed < HANG_S
     modes = [("namespace", False), ("namespace", True)] if MODE == "namespace" else [(MODE, True)]
     for mode, hook in modes:  # without the hook, only the empty network namespace stops it
         res = run_python(CONNECT.format(port=port), limits=FAST, mode=mode, audit_hook=hook)
@@ -256,7 +264,7 @@ def test_hostile_read_parent_environment(monkeypatch):
     secret = f"rlvr-secret-{uuid.uuid4().hex}"
     monkeypatch.setenv("RLVR_TEST_SECRET", secret)
     verdict, elapsed = hostile_verdict(ENV_READ.format(ppid=os.getpid(), secret=secret))
-    assert not verdict.correct and elapsed < 5
+    assert not verdict.correct and elapsed < HANG_S
     assert secret not in verdict.reason
     for hook in ([True, False] if MODE == "namespace" else [True]):
         res = run_python(ENV_READ.format(ppid=os.getpid(), secret=secret), limits=FAST, audit_hook=hook)
@@ -267,9 +275,11 @@ def test_hostile_read_parent_environment(monkeypatch):
 
 def test_hostile_prints_gigabytes():
     cap = SandboxLimits().max_output_bytes
-    verdict, elapsed = hostile_verdict("import sys\nwhile True:\n    sys.stdout.write('x' * (1 << 20))\n", timeout=10)
+    # a time limit above the bound: a verdict within the bound was cut at the output cap, not at the time limit
+    verdict, elapsed = hostile_verdict("import sys\nwhile True:\n    sys.stdout.write('x' * (1 << 20))\n",
+                                       timeout=2 * HANG_S)
     assert not verdict.correct and "output limit" in verdict.reason
-    assert elapsed < 5, elapsed
+    assert elapsed < HANG_S, elapsed
     res = run_python("import sys\nwhile True:\n    sys.stdout.write('x' * (1 << 20))\n", limits=FAST)
     assert res.status == "output_limit" and res.truncated and len(res.stdout) <= cap
 
@@ -397,15 +407,18 @@ def test_nothing_outlives_a_run_and_nothing_is_polled_for(monkeypatch):
 
 
 @needs_namespace
-def test_harness_check_leaves_no_process_and_takes_no_extra_second():
+def test_harness_check_leaves_no_process_and_does_not_poll_for_one(monkeypatch):
+    """The candidate's process, orphaned when the test runner exits, dies with the run's PID namespace: the
+    sandbox reaps the one process it started and never sweeps /proc for the run's uid (that sweep used to wait
+    about 1.5 s per check for the host's init to reap the orphan)."""
+    swept = []
+    real = sbx._pids_of_uid
+    monkeypatch.setattr(sbx, "_pids_of_uid", lambda uid: swept.append(uid) or real(uid))
     verify = get_verifier("code_humaneval", timeout=5)
-    times = []
-    for _ in range(3):
-        t0 = time.monotonic()
+    for _ in range(2):
         assert verify(SOLUTION, TRIVIAL_REF).correct
-        times.append(time.monotonic() - t0)
-        assert sandbox_pids() == []  # the candidate's process, orphaned when the runner exits, is gone already
-    assert sorted(times)[1] < 1.0, times  # it took 2.0 s while the sandbox waited for the orphan to be reaped
+        assert sandbox_pids() == []  # gone already
+    assert swept == []
 
 
 @needs_namespace

@@ -40,7 +40,8 @@ def make_engine(model, tokenizer, rollout: RolloutConfig, ctx: EngineContext, di
                           system_prompt=ctx.system_prompt,
                           model_config=base.config if engine == "hf" else None,
                           model_path=ctx.model_path() if engine == "vllm" else None,
-                          dtype=ctx.dtype if engine == "hf" else ctx.sampler_dtype(),
+                          dtype=ctx.resolved_dtype(next(base.parameters()).device) if engine == "hf"
+                          else ctx.sampler_dtype(),
                           vllm_kwargs=vllm_options(ctx, **rollout.engine_params) if engine == "vllm" else {},
                           hf_kwargs=hf_options(engine, rollout.engine_params))
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -62,8 +62,20 @@ def _top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, sorted_idx, sorted_logits)
 
 
-def sampler_dtype(name: str) -> torch.dtype | None:
-    """``rollout.dtype`` config value -> dtype for ``HFEngine`` (``"auto"``: the policy's own, ``None``)."""
+def sampler_dtype(name: str, model=None) -> torch.dtype | None:
+    """``rollout.dtype`` config value -> dtype for ``HFEngine`` (``"auto"``: the policy's own, ``None``).
+
+    ``"fast"`` is resolved for ``model``'s device (None: CUDA when available, else the CPU) by
+    :func:`rlvr.utils.precision.fast_dtype`, which says which and why: bfloat16 where bf16 is native, float32
+    elsewhere; ``None`` when that is ``model``'s own dtype (the engine then samples from the policy itself, as with
+    ``"auto"``).
+    """
+    if name == "fast":
+        from rlvr.utils.precision import fast_dtype
+
+        param = next(model.parameters(), None) if model is not None else None
+        dtype = getattr(torch, fast_dtype(param.device if param is not None else None))
+        return None if param is not None and param.dtype == dtype else dtype
     return None if name == "auto" else getattr(torch, name)
 
 
@@ -102,7 +114,8 @@ class HFEngine:
         batch_size: max sequences decoded together (prompts x n are chunked).
         system_prompt: optional system message prepended to every problem.
         dtype: sample from a copy of ``model`` in this dtype (e.g. ``torch.bfloat16``,
-            2-3x faster matmuls on CPUs with AVX-512 BF16 or AMX).  ``sync_weights``
+            2-3x faster matmuls on CPUs with AVX-512 BF16 or AMX; tens of times slower on
+            CPUs without them, see ``rlvr.utils.precision``).  ``sync_weights``
             then copies the learner's weights into it.  ``None`` samples from
             ``model`` itself.  Log-probs are those of the copy, so they differ from the
             learner's by the precision gap (the trainer logs it as ``logprob_mismatch``).
@@ -158,6 +171,9 @@ class HFEngine:
         self.system_prompt = system_prompt
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(0)
+        self.on_chunk = None
+        """``on_chunk(done, total)``, when set: called by :meth:`generate` after each decoded chunk with the
+        number of its problems and the call's (a progress bar's hook; it does not change what is sampled)."""
         eos = getattr(model.generation_config, "eos_token_id", None) or tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
         self.eos_ids.add(tokenizer.eos_token_id)
@@ -265,6 +281,8 @@ class HFEngine:
                         out[i].append(self._to_sample(problems[i].id, prompts[i], ids, lps, reason, g, params))
                         if imgs is not None:
                             out[i][-1].image_inputs = imgs[j]
+                if self.on_chunk is not None:
+                    self.on_chunk(len(idx), len(prompts))
         finally:
             self.model.train(was_training)
             if cache is not None:

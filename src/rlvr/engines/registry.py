@@ -40,8 +40,8 @@ class EngineContext:
     """``rollout.batch_size``: sequences decoded together."""
     system_prompt: str | None = None
     """``task.system_prompt``: the system message of every prompt (None: the chat template's default)."""
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """``rollout.dtype``: the sampler's precision (auto: the policy's)."""
+    dtype: Literal["auto", "float32", "bfloat16", "fast"] = "auto"
+    """``rollout.dtype``: the sampler's precision (auto: the policy's; fast: bfloat16 where native, else float32)."""
     policy_dtype: Literal["float32", "bfloat16"] = "float32"
     """``model.dtype``: the policy's parameter dtype."""
     merge_lora: bool = True
@@ -53,9 +53,19 @@ class EngineContext:
     seed: int = 0
     """``train.seed``: the engine's own sampling seed (vLLM)."""
 
-    def sampler_dtype(self) -> str:
-        """The sampler's dtype name: ``dtype``, or the policy's when ``dtype`` is auto."""
-        return self.policy_dtype if self.dtype == "auto" else self.dtype
+    def resolved_dtype(self, device=None) -> str:
+        """``dtype`` with ``fast`` resolved for ``device`` (None: CUDA when available, else the CPU) by
+        :func:`rlvr.utils.precision.fast_dtype`: auto, float32 or bfloat16."""
+        if self.dtype != "fast":
+            return self.dtype
+        from rlvr.utils.precision import fast_dtype
+
+        return fast_dtype(device)
+
+    def sampler_dtype(self, device=None) -> str:
+        """The sampler's dtype name: ``dtype`` (``fast`` resolved for ``device``), or the policy's when auto."""
+        d = self.resolved_dtype(device)
+        return self.policy_dtype if d == "auto" else d
 
     def model_path(self) -> str:
         """The policy's directory on disk (a bundled model is converted first)."""
@@ -71,9 +81,9 @@ def build_engine(name: str, model, tokenizer, ctx: EngineContext, **params: Any)
 
 
 @ENGINES.register("hf", doc="in-process HF model with a KV cache (the CPU default); a bf16 sampler copy if "
-                            "rollout.dtype asks; engine_params {decode: compiled}: static KV cache + CUDA graphs; "
-                            "{share_prefix: 16}: a batch's common prompt prefix prefilled once; {cache_mb: 256}: "
-                            "cap on multi-turn episodes' kept KV cache")
+                            "rollout.dtype asks (fast: where bf16 is native); engine_params {decode: compiled}: "
+                            "static KV cache + CUDA graphs; {share_prefix: 16}: a batch's common prompt prefix "
+                            "prefilled once; {cache_mb: 256}: cap on multi-turn episodes' kept KV cache")
 def hf_engine(model, tokenizer, ctx: EngineContext, *, decode: Literal["dynamic", "static", "compiled"] = "dynamic",
               share_prefix: NonNegativeInt = 0, cache_mb: NonNegativeInt = 1024):
     """``decode``: dynamic (finished rows leave the batch; the CPU default), static (fixed shapes, a
@@ -85,7 +95,7 @@ def hf_engine(model, tokenizer, ctx: EngineContext, *, decode: Literal["dynamic"
     from rlvr.engines.hf import HFEngine, sampler_dtype
 
     return HFEngine(model, tokenizer, batch_size=ctx.batch_size, system_prompt=ctx.system_prompt,
-                    dtype=sampler_dtype(ctx.dtype), merge_lora=ctx.merge_lora, decode=decode,
+                    dtype=sampler_dtype(ctx.dtype, model), merge_lora=ctx.merge_lora, decode=decode,
                     share_prefix=share_prefix, cache_bytes=cache_mb << 20)
 
 

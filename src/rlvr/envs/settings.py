@@ -6,7 +6,10 @@ from typing import Any
 
 from rlvr.config import ConfigModel, option
 
-__all__ = ["EnvConfig"]
+__all__ = ["EnvConfig", "DEFAULT_TIMEOUT_S"]
+
+DEFAULT_TIMEOUT_S = 300.0
+"""Seconds one call of an environment (a verifier's check included) may take unless a caller says otherwise."""
 
 
 class EnvConfig(ConfigModel):
@@ -18,4 +21,8 @@ class EnvConfig(ConfigModel):
     params: dict[str, Any] = option(None, "options of the environment, e.g. {tools: [calculator], max_turns: 4} "
                                           "or {attempts: 2} (validated against its registry entry)",
                                     default_factory=dict)
+    timeout_s: float = option(DEFAULT_TIMEOUT_S, "seconds one call of the environment (reset, step, close; for "
+                                                 "single_turn: one verifier check) may take; past it the episode "
+                                                 "scores 0 with a timeout error and the run goes on (0: no limit)",
+                              ge=0)
 

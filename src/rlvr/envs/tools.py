@@ -25,13 +25,14 @@ come back as ``error: ...`` text the policy can learn from (:meth:`ToolBox.call`
 from __future__ import annotations
 
 import ast
-import concurrent.futures as cf
 import json
 import operator
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence
+
+from rlvr.utils.deadline import TIMED_OUT, call_with_timeout
 
 __all__ = ["Tool", "ToolBox", "ToolCall", "parse_tool_call", "calculator", "python_tool", "BUILTIN_TOOLS",
            "CalculatorError"]
@@ -124,15 +125,15 @@ def parse_tool_call(text: str, tools: Sequence[Tool]) -> ToolCall | None:
 class ToolBox:
     """The tools of an environment, called with a per-call time limit; every failure is an observation.
 
-    Calls run in a worker thread and are abandoned (not waited for) after their
-    time limit; the built-in Python tool runs in a separate sandboxed process with
-    its own kill timer, so nothing it does outlives its limit.
+    Calls run in a daemon thread and are abandoned (not waited for) after their
+    time limit (:func:`rlvr.utils.deadline.call_with_timeout`: a hung call never holds
+    up Ctrl-C or the process's exit); the built-in Python tool runs in a separate
+    sandboxed process with its own kill timer, so nothing it does outlives its limit.
     """
 
     def __init__(self, tools: Sequence[Tool | Callable], timeout: float = 10.0):
         self.tools = {t.name: t for t in (x if isinstance(x, Tool) else Tool(x) for x in tools)}
         self.timeout = timeout
-        self._pool = cf.ThreadPoolExecutor(max_workers=4, thread_name_prefix="rlvr-tool")
 
     def __iter__(self):
         return iter(self.tools.values())
@@ -164,14 +165,12 @@ class ToolBox:
                    ("; " if missing and unknown else "") + (f"unknown argument(s) {', '.join(unknown)}" if unknown else "")
             return f"error: {tool.name}: {what}", False
         limit = tool.timeout or self.timeout
-        fut = self._pool.submit(tool.fn, **call.arguments)
         try:
-            result = fut.result(timeout=limit)
-        except cf.TimeoutError:
-            fut.cancel()
-            return f"error: {tool.name} timed out after {limit:g} s", False
+            result = call_with_timeout(lambda: tool.fn(**call.arguments), limit, name="rlvr-tool")
         except Exception as e:  # noqa: BLE001 - a tool's failure is the policy's observation
             return f"error: {tool.name}: {type(e).__name__}: {e}"[:500], False
+        if result is TIMED_OUT:
+            return f"error: {tool.name} timed out after {limit:g} s", False
         return str(result), True
 
 

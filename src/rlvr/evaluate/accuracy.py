@@ -6,9 +6,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from rlvr.evaluate.progress import generation_bar
 from rlvr.evaluate.stats import accuracy_summary, bootstrap_ci
 from rlvr.engines.base import RolloutEngine, SamplingParams
+from rlvr.envs.settings import DEFAULT_TIMEOUT_S
 from rlvr.types import Problem, Verdict
+from rlvr.utils.deadline import TIMED_OUT, call_all
 from rlvr.verifiers import safe_verify
 
 __all__ = ["evaluate_accuracy"]
@@ -17,7 +20,8 @@ __all__ = ["evaluate_accuracy"]
 def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
                       verifier: Callable[[str, str], Verdict], *, n: int = 1, temperature: float = 0.0,
                       max_new_tokens: int = 64, seed: int = 1234, keep_samples: int = 0, env=None,
-                      reward_parts: Callable[[Problem, list], dict] | None = None) -> dict:
+                      reward_parts: Callable[[Problem, list], dict] | None = None,
+                      progress: str | None = None) -> dict:
     """Generate ``n`` completions per problem and score them.
 
     Returns a dict with ``accuracy`` (mean over all samples), its 95% interval
@@ -28,20 +32,23 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
     with its interval (:func:`episode_summary`).  ``reasons`` is the share of the
     samples' verdicts per reason bucket (:func:`~rlvr.rewards.monitors.reason_bucket`:
     ``passed``, ``wrong_answer``, ``syntax_error``... for code).  A single-turn ``env``
-    whose ``step_workers`` is above 1 has its checks run on that many threads.  ``reward_parts(problem,
+    whose ``step_workers`` is above 1 has its checks run on that many threads; a check (or an environment's
+    call) gets ``rlvr.envs.settings.DEFAULT_TIMEOUT_S`` seconds, past which it scores 0.  ``reward_parts(problem,
     samples)`` (the samples' verdicts set) gives named [G] values per group, e.g. a rubric's reward functions;
-    the result then adds ``reward_parts``: each name's mean over the finite values.
+    the result then adds ``reward_parts``: each name's mean over the finite values.  ``progress`` (a
+    description) shows a bar with an ETA over the decoding (:func:`~rlvr.evaluate.progress.generation_bar`).
     """
     if not problems:
         raise ValueError("evaluate_accuracy needs at least one problem")
     params = SamplingParams(n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     multi = env is not None and not getattr(env, "single_turn", False)
-    if multi:
-        from rlvr.rollout.episodes import run_episodes
+    with generation_bar(engine, len(problems), progress):
+        if multi:
+            from rlvr.rollout.episodes import run_episodes
 
-        groups = run_episodes(engine, env, list(problems), params)
-    else:
-        groups = engine.generate(problems, params)
+            groups = run_episodes(engine, env, list(problems), params)
+        else:
+            groups = engine.generate(problems, params)
     pairs = [(s, prob) for prob, group in zip(problems, groups) for s in group]
     if multi:
         verdicts = [s.verdict for s, _ in pairs]
@@ -51,13 +58,11 @@ def evaluate_accuracy(engine: RolloutEngine, problems: Sequence[Problem],
             check = lambda sp: env.step(env.reset(sp[1]), sp[0].text).verdict  # noqa: E731
         else:
             check = lambda sp: safe_verify(verifier, sp[0].text, sp[1].answer)  # noqa: E731
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(workers) as pool:
-                verdicts = list(pool.map(check, pairs))
-        else:
-            verdicts = [check(sp) for sp in pairs]
+        # daemon threads with a time limit per check: a hung verifier neither stalls the evaluation nor blocks Ctrl-C
+        done = call_all([lambda sp=sp: check(sp) for sp in pairs], DEFAULT_TIMEOUT_S, workers=workers,
+                        name="rlvr-eval-check")
+        late = f"verifier error: TimeoutError: no result after {DEFAULT_TIMEOUT_S:g} s"
+        verdicts = [Verdict(0.0, None, late) if v is TIMED_OUT else v for v in done]
     by_sample = iter(verdicts)
     per_problem, examples, lengths = [], [], []
     for prob, group in zip(problems, groups):

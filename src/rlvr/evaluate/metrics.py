@@ -16,6 +16,11 @@ voting keys ``extracted`` (P lists of n strings or None).
 * **avg@k** (:func:`avg_at_k`): expected accuracy of one sample, ``c / n`` per
   problem; the mean accuracy of k random samples has this expectation for every
   k, so avg@k does not depend on k (it is estimated from all n samples).
+
+A metric at exactly 0 or 1 (every problem scores 0, or every one 1) has a degenerate
+bootstrap interval ([0%, 0%]: every resample is the same); it gets the Wilson score interval
+over the P problems instead (:func:`rlvr.evaluate.stats.wilson_interval`: 0 of 40 problems ->
+[0%, 8.8%]), marked ``"ci_method": "wilson"`` in its row.
 """
 
 from __future__ import annotations
@@ -212,15 +217,22 @@ def _per_problem(correct, extracted, ks, num_subsets, seed) -> dict[str, np.ndar
 
 def _summarise(per: dict[str, np.ndarray], ks: list[int], n_resamples: int, confidence: float,
                seed: int) -> dict[str, Any]:
+    from rlvr.evaluate.stats import wilson_interval
+
     stacked = np.concatenate([per[m] for m in METRICS], axis=1)
     lo, hi = bootstrap_means(stacked, n_resamples=n_resamples, confidence=confidence, seed=seed)
     mean = stacked.mean(0)
+    P = stacked.shape[0]
     out: dict[str, Any] = {}
     for mi, m in enumerate(METRICS):
         rows = {}
         for ki, k in enumerate(ks):
             col = mi * len(ks) + ki
-            rows[str(k)] = {"value": float(mean[col]), "ci_low": float(lo[col]), "ci_high": float(hi[col])}
+            row = {"value": float(mean[col]), "ci_low": float(lo[col]), "ci_high": float(hi[col])}
+            if np.all(stacked[:, col] == 0) or np.all(stacked[:, col] == 1):  # the bootstrap cannot move
+                ci_low, ci_high = wilson_interval(float(stacked[:, col].sum()), P, confidence)
+                row.update(ci_low=ci_low, ci_high=ci_high, ci_method="wilson")
+            rows[str(k)] = row
         out[m] = rows
     return out
 

@@ -14,6 +14,12 @@
 Re-running with the same settings generates nothing; ``rescore_only`` never
 loads a model for generation (only, when a model is named, to check its
 fingerprint against the file).
+
+Before the model loads, the directories it will write (samples, results, report,
+the bundled model's conversion cache) are checked to be writable, and a
+``max_new_tokens`` beyond the model's context (its ``config.json``) is refused.
+After scoring, ``results["warnings"]`` holds what the caller should print: e.g.
+that most answers stopped at the token limit, naming the option that raises it.
 """
 
 from __future__ import annotations
@@ -36,10 +42,19 @@ from rlvr.evaluate.samples import (
     score_samples,
     task_fingerprint,
 )
+from rlvr.evaluate.settings import DEFAULT_MAX_NEW_TOKENS
 from rlvr.types import Problem
 
 __all__ = ["EvalRequest", "run_eval", "default_verifier", "default_samples_path", "load_problems", "TASKS",
-           "verdicts_path", "write_verdicts"]
+           "verdicts_path", "write_verdicts", "API_OPTION_NAMES", "TRUNCATION_WARN_FRACTION", "truncation_warning"]
+
+API_OPTION_NAMES = {"samples_path": "samples_path", "max_new_tokens": "max_new_tokens", "limit": "limit",
+                    "rescore_only": "rescore_only"}
+"""How :class:`EvalRequest`'s messages name its options by default (the Python API's keywords); ``rlvr eval``
+passes its flags instead."""
+
+TRUNCATION_WARN_FRACTION = 0.5
+"""Above this share of samples stopped by the token limit, the results carry a warning."""
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +85,7 @@ class EvalRequest:
     n: int = 1
     temperature: float = 0.0
     top_p: float = 1.0
-    max_new_tokens: int = 512
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     seed: int = 1234
     system_prompt: str | None = None
     limit: int | None = None
@@ -105,12 +120,37 @@ class EvalRequest:
     check_sampling: dict[str, Any] = field(default_factory=dict)
     """With ``rescore_only``: sampling values the user named explicitly; the file must match them."""
     extra: dict[str, Any] = field(default_factory=dict)
+    option_names: dict[str, str] = field(default_factory=lambda: dict(API_OPTION_NAMES))
+    """How messages name the caller's options (``samples_path`` -> ``--samples`` for ``rlvr eval``)."""
+
+    def option(self, name: str) -> str:
+        """The caller's name of the option ``name`` (a field of this request)."""
+        return self.option_names.get(name, name)
+
+
+def _model_dir_tag(model: str) -> str:
+    """8 hex of the resolved model directory and the time its config was written, for a model given as a local
+    directory ("" for a bundled name or a hub id): two runs' ``checkpoints/step-000010`` get different names."""
+    import hashlib
+
+    path = Path(str(model)).expanduser()
+    if not path.exists():
+        return ""
+    key = str(path.resolve())
+    for cfg in (path / "config.json", path / "model" / "config.json"):
+        if cfg.is_file():
+            key += f"@{cfg.stat().st_mtime_ns}"
+            break
+    return hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
 def default_samples_path(task: str, model: str, n: int, temperature: float, root: Path = Path("runs/eval")) -> Path:
-    """``runs/eval/<task>-<model>-n<n>-T<temperature>.samples.jsonl`` (model: last path part, sanitised)."""
+    """``runs/eval/<task>-<model>-n<n>-T<temperature>.samples.jsonl`` (model: last path part, sanitised; a local
+    directory adds 8 hex of its resolved path and its config's time, ``<task>-step-000010-1a2b3c4d-n1-T0``, so
+    checkpoints of the same step from two runs, or a run trained again, never share a file)."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(model).rstrip("/")).name or "model")
-    return root / f"{task}-{slug}-n{n}-T{temperature:g}.samples.jsonl"
+    tag = _model_dir_tag(model)
+    return root / f"{task}-{slug}{'-' + tag if tag else ''}-n{n}-T{temperature:g}.samples.jsonl"
 
 
 def load_problems(task: str, path: str | None = None, *, prompt_field: str = "prompt",
@@ -129,7 +169,7 @@ def load_problems(task: str, path: str | None = None, *, prompt_field: str = "pr
 
 def _selected(req: EvalRequest) -> list[int]:
     if req.limit is not None and req.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {req.limit}")
+        raise ValueError(f"{req.option('limit')} must be >= 1, got {req.limit}")
     return list(range(len(req.problems) if req.limit is None else min(req.limit, len(req.problems))))
 
 
@@ -143,8 +183,8 @@ def _load_model(req: EvalRequest, model: str):
 def _rescore_records(req: EvalRequest, idx: list[int]):
     """Header and the selected records of an existing file, checked against what was asked."""
     if not req.samples_path.is_file():
-        raise SampleFileError(f"{req.samples_path}: no such samples file (--rescore-only never generates; "
-                              "run without it first)")
+        raise SampleFileError(f"{req.samples_path}: no such samples file ({req.option('rescore_only')} never "
+                              "generates; run without it first)")
     header, records = read_samples(req.samples_path)
     if req.problems:
         fp = task_fingerprint(req.problems)
@@ -168,7 +208,8 @@ def _rescore_records(req: EvalRequest, idx: list[int]):
     missing = [req.problems[i].id for i in idx if req.problems[i].id not in by_id]
     if missing:
         raise SampleFileError(f"{req.samples_path}: incomplete, {len(missing)} of {len(idx)} asked problems have "
-                              f"no samples (first: {missing[0]!r}); run without --rescore-only to generate them")
+                              f"no samples (first: {missing[0]!r}); run without {req.option('rescore_only')} to "
+                              "generate them")
     return header, [by_id[req.problems[i].id] for i in idx]
 
 
@@ -216,14 +257,55 @@ def _stored_ids(path: Path) -> set[str]:
         return set()
 
 
+def _check_before_loading(req: EvalRequest, model_name: str, idx: list[int]) -> None:
+    """What would otherwise fail after the model loads: an unwritable output or cache directory, and a token
+    limit beyond the model's context."""
+    from rlvr.models.loader import conversion_dir, model_config
+    from rlvr.types import problem_text
+    from rlvr.utils.paths import unwritable_reason
+
+    dirs = [(req.samples_path.parent, req.option("samples_path"))]
+    if req.output is not None:
+        dirs.append((req.output.parent, "output"))
+    if req.report_dir is not None:
+        dirs.append((req.report_dir, "report"))
+    convert = conversion_dir(model_name, req.cache_dir)
+    if convert is not None:
+        dirs.append((convert.parent, "the model cache (model.cache_dir or $RLVR_CACHE)"))
+    for d, what in dirs:
+        why = unwritable_reason(d)
+        if why:
+            raise ValueError(f"{what}: cannot write there: {why}")
+    context = (model_config(model_name, req.cache_dir) or {}).get("max_position_embeddings")
+    if isinstance(context, int) and idx:
+        longest = max(len(problem_text(req.problems[i])) for i in idx) + len(req.system_prompt or "")
+        prompt = longest // 4 + 16  # about 4 characters a token, and the chat template's markers
+        if req.max_new_tokens + prompt > context:
+            raise ValueError(f"{req.option('max_new_tokens')}={req.max_new_tokens} plus the prompts (~{prompt} "
+                             f"tokens) exceeds the context of {model_name!r} ({context} tokens, "
+                             f"max_position_embeddings): use at most {max(1, context - prompt)}")
+
+
+def truncation_warning(results: dict[str, Any], option: str) -> str | None:
+    """A one-line warning when more than :data:`TRUNCATION_WARN_FRACTION` of the samples stopped at the token
+    limit (their answers are cut off), naming ``option``, the caller's way to raise it; else None."""
+    share = float(results.get("tokens", {}).get("truncated_fraction", 0.0))
+    if share <= TRUNCATION_WARN_FRACTION:
+        return None
+    limit = results.get("sampling", {}).get("max_new_tokens")
+    return (f"{share:.0%} of the answers stopped at the token limit ({limit} new tokens) and are cut off: "
+            f"raise {option}")
+
+
 def run_eval(req: EvalRequest) -> dict[str, Any]:
     """Generate (or resume, or reuse) the samples, score them, write the results; return the results dict.
 
     The dict also holds ``timing`` (seconds: ``generate_s`` = model load,
     fingerprint and generation; ``score_s``; ``metrics_s``), ``generated_problems``
     (0 when everything was already stored), ``verdict_reasons`` (a histogram of
-    the verifier's reasons: ``timeout`` counts checks cut off by the time limit)
-    and ``paths`` (files written).
+    the verifier's reasons: ``timeout`` counts checks cut off by the time limit),
+    ``warnings`` (one line each, for the caller to print: most answers cut off by
+    the token limit) and ``paths`` (files written).
 
     Every sample's verdict (correct, reason) is written to ``<samples>.verdicts.jsonl``
     beside the samples file, one line per problem (the samples file itself is never
@@ -242,6 +324,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
         if not req.problems:
             raise ValueError(f"task {req.task!r} has no problems")
         model_name = req.model or "smollm2-135m-instruct"
+        _check_before_loading(req, model_name, idx)
         t0 = time.perf_counter()
         model_obj, tok = _load_model(req, model_name)
         header: SampleHeader = make_header(req.task, req.problems, model_name, model_fingerprint(model_obj), n=req.n,
@@ -258,7 +341,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
                               dtype=sampler_dtype(req.sampler_dtype), **req.engine_options)
         before = _stored_ids(req.samples_path)
         records = generate_samples(engine, req.problems, header, req.samples_path, indices=idx,
-                                   progress=req.progress)
+                                   progress=req.progress, option=req.option("samples_path"))
         generated = sum(r.id not in before for r in records)
         timing["generate_s"] = time.perf_counter() - t0
         header = read_samples(req.samples_path)[0]  # the file's own header (created time of the first run)
@@ -278,6 +361,7 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     results["generated_problems"] = generated
     reasons = Counter(r.split(":")[0].strip() for row in scored.reasons for r in row)
     results["verdict_reasons"] = dict(reasons.most_common())
+    results["warnings"] = [w for w in (truncation_warning(results, req.option("max_new_tokens")),) if w]
     paths: dict[str, str] = {"verdicts": str(write_verdicts(req.samples_path, scored))}
     if req.report_dir is not None:
         paths.update({k: str(v) for k, v in write_report(results, req.report_dir).items()})

@@ -124,7 +124,8 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
         "system_prompt": header.system_prompt, "verifier": scored.verifier, "rlvr_version": header.rlvr_version,
         "num_problems": int(P), "samples_per_problem": int(n), "n": int(P),
         "accuracy": avg_n["value"], "ci_low": avg_n["ci_low"], "ci_high": avg_n["ci_high"],
-        "method": f"avg@n, percentile bootstrap over problems ({n_resamples} resamples)",
+        "method": f"avg@n, percentile bootstrap over problems ({n_resamples} resamples)" if "ci_method" not in avg_n
+        else "avg@n, Wilson score interval over problems (every problem scored the same)",
         "metrics": m, "breakdown": groups,
         "tokens": {"mean": float(tokens.mean()), "median": float(np.median(tokens)), "max": int(tokens.max()),
                    "truncated_fraction": float(np.asarray(scored.truncated, dtype=bool).mean()),
@@ -167,7 +168,7 @@ def plot_curves(metrics: dict[str, Any], path: str | os.PathLike, title: str = "
     ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
     ax.set_xlabel("k (samples)")
     ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 100)  # the whole range: an all-zero curve is not stretched to a 0-0.05% axis
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", frameon=False)
     ax.set_title(title or "pass@k, maj@k, avg@k (95% bootstrap bands)", fontsize=10)
@@ -263,8 +264,11 @@ def render_html(results: dict[str, Any], images: dict[str, Path]) -> str:
              f"{s.get('seed')}; verifier <code>{e(str(results['verifier']))}</code>; task fingerprint "
              f"<code>{e(results['task_fingerprint'])}</code>, model fingerprint "
              f"<code>{e(results['model_fingerprint'])}</code>. Intervals: 95% percentile bootstrap over problems.</p>"]
-    cards = [(f"accuracy (avg@{ks[-1]})", m["avg@k"][ks[-1]]), ("pass@1", m["pass@k"][ks[0]]),
-             (f"pass@{ks[-1]}", m["pass@k"][ks[-1]]), (f"maj@{ks[-1]}", m["maj@k"][ks[-1]])]
+    # avg@n is pass@1 (the unbiased estimator at k = 1 is the mean correctness), and at k = 1 pass@k and maj@k
+    # are that number again: one card for each distinct number
+    cards = [(f"accuracy (avg@{n} = pass@1)" if n > 1 else "accuracy (pass@1)", m["avg@k"][ks[-1]])]
+    if ks[-1] != "1":
+        cards += [(f"pass@{ks[-1]}", m["pass@k"][ks[-1]]), (f"maj@{ks[-1]}", m["maj@k"][ks[-1]])]
     parts.append("<div class='cards'>" + "".join(
         f"<div class='card'><div>{e(name)}</div><div class='v'>{_pct(r['value'])}</div>"
         f"<div class='ci'>[{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]</div></div>" for name, r in cards) + "</div>")

@@ -339,13 +339,14 @@ class SampleWriter:
         self.close()
 
 
-def open_for_append(path: str | os.PathLike, header: SampleHeader) -> SampleWriter:
+def open_for_append(path: str | os.PathLike, header: SampleHeader, *, option: str = "samples file") -> SampleWriter:
     """Open (or create) a samples file for ``header``'s task, model and sampling, ready to append.
 
     A new file gets ``header`` as line 1.  An existing file must have been made
     for the same task (name and fingerprint), model fingerprint, sampling
     settings and system prompt, otherwise :class:`SampleFileError` names both
-    sides; its whole records are kept (``writer.records``) and a torn last line
+    sides and ``option``, the caller's way to name another file (``--samples``,
+    ``samples_path``); its whole records are kept (``writer.records``) and a torn last line
     is cut off so that appending continues on a clean line boundary.
     """
     p = Path(path)
@@ -356,7 +357,7 @@ def open_for_append(path: str | os.PathLike, header: SampleHeader) -> SampleWrit
         bad = _mismatches(stored, header)
         if bad:
             raise SampleFileError(f"{p}: was made for other settings than asked, refusing to mix samples; "
-                                  + "; ".join(bad) + ". Use another --samples file, or delete this one.")
+                                  + "; ".join(bad) + f". Use another {option}, or delete this one.")
         with p.open("r+b") as f:
             f.truncate(good_end)
             if good_end:
@@ -374,7 +375,8 @@ def open_for_append(path: str | os.PathLike, header: SampleHeader) -> SampleWrit
 
 def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, path: str | os.PathLike, *,
                      indices: Sequence[int] | None = None, progress: bool = True,
-                     stop: Sequence[str] = (), chunk: int | None = None) -> list[SampleRecord]:
+                     stop: Sequence[str] = (), chunk: int | None = None,
+                     option: str = "samples file") -> list[SampleRecord]:
     """Make sure ``path`` holds all samples of ``problems[i]`` for ``i`` in ``indices``; return their records.
 
     ``problems`` is the whole task (the one ``header`` was fingerprinted on);
@@ -384,7 +386,7 @@ def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, 
     without ``batch_size``), one
     ``engine.generate(chunk_problems, SamplingParams(n, ..., seeds=[seed + index, ...]))``
     call per chunk, and appended as soon as their chunk is done.  The returned
-    records follow ``indices`` order.
+    records follow ``indices`` order.  ``option`` names the samples file in a refusal (:func:`open_for_append`).
     """
     from rlvr.engines.base import SamplingParams
 
@@ -392,7 +394,7 @@ def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, 
     s = header.sampling
     n = int(s["n"])
     chunk = chunk or max(1, int(getattr(engine, "batch_size", 64)) // n)
-    with open_for_append(path, header) as w:
+    with open_for_append(path, header, option=option) as w:
         todo = [i for i in idx if problems[i].id not in w.done]
         chunks: dict[int, list[int]] = {}
         for i in sorted(set(todo)):

@@ -56,7 +56,8 @@ __all__ = ["SEED_DIR", "SeedRun", "seed_dir", "find_seed_dirs", "read_seed_run",
 SEED_DIR = "seed-{}"
 SUMMARY_KIND = "rlvr.seeds"
 _SEED_RE = re.compile(r"^seed-(\d+)$")
-IGNORED_CONFIG_KEYS = ("train.seed", "train.output_dir", "train.resume", "train.progress")
+IGNORED_CONFIG_KEYS = ("train.seed", "train.output_dir", "train.resume", "train.progress", "train.overwrite",
+                       "train.resume_changes")
 """Config keys that may differ between the seeds of one summary (and between a seed's run and a re-run)."""
 
 

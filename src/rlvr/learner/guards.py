@@ -1,10 +1,16 @@
 """Guards of the training loop: nothing non-finite reaches the weights, and a broken reward is named.
 
-A step whose rewards, advantages or gradients hold NaN or infinity is *skipped*: the
-optimizer does not step, the step is counted (``skipped_step`` / ``skipped_steps`` in its
-metrics row) and one console warning names where the bad number came from (the verifier,
-the environment, the reward source or the advantage estimator, with one example problem
-and completion).  After ``train.max_bad_steps`` skipped steps in a row the run stops with
+A sample whose reward is NaN or infinite takes its whole group out of the step's update
+(:func:`nonfinite_groups`: a group-relative advantage has no meaning with one undefined
+member); the step trains on the other groups, its metrics row counts what was left out
+(``dropped_groups``, ``nonfinite_rewards``) and one console warning names where the bad
+number came from (the verifier, the environment, the reward source, with one example
+problem and completion).
+
+A step with nothing finite left to train on, or whose advantages or gradients hold NaN
+or infinity, is *skipped*: the optimizer does not step, the step is counted
+(``skipped_step`` / ``skipped_steps`` in its metrics row) and one warning names the
+source.  After ``train.max_bad_steps`` skipped steps in a row the run stops with
 :class:`TrainingDiverged`; the checkpoints already written stay as they are.
 
 The checks read what the loop already has on the host: the rewards and advantages are CPU
@@ -12,8 +18,11 @@ tensors, and the gradient norm is the float that clipping computes anyway
 (:func:`require_finite_norm`), so a healthy step does no extra device work.
 
 A step in which more than ``reward.warn_verifier_errors`` of the verdicts are verifier
-errors (an exception in the verifier: the sample scores 0) warns once, with the first
-error, when the share first rises above the threshold.
+errors (an exception in the verifier, or a check past ``env.timeout_s``: the sample scores
+0) warns once, with the first error, when the share first rises above the threshold.  A
+verifier that fails on *every* call stops the run with :class:`VerifierFailed` once that
+held for ``reward.max_verifier_failed_steps`` steps in a row, or, in a shorter run, for
+every step of it by its last step (:meth:`StepGuard.verifier_failures`).
 """
 
 from __future__ import annotations
@@ -24,8 +33,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-__all__ = ["NonFiniteError", "TrainingDiverged", "StepGuard", "require_finite_norm", "nonfinite_rewards",
-           "nonfinite_advantages", "verifier_error_share"]
+__all__ = ["NonFiniteError", "TrainingDiverged", "VerifierFailed", "StepGuard", "require_finite_norm",
+           "nonfinite_rewards", "nonfinite_groups", "nonfinite_advantages", "verifier_error_share"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,11 @@ class NonFiniteError(RuntimeError):
 
 class TrainingDiverged(RuntimeError):
     """``train.max_bad_steps`` steps in a row were skipped: the run stops."""
+
+
+class VerifierFailed(TrainingDiverged):
+    """Every verifier call failed for ``reward.max_verifier_failed_steps`` steps in a row: the run stops (as a
+    diverged run does: its logs are closed and it ends with an error)."""
 
 
 def require_finite_norm(norm: float, what: str = "policy") -> None:
@@ -93,6 +107,12 @@ def nonfinite_rewards(rewards: torch.Tensor, samples: Sequence, verdicts: Sequen
     return f"non-finite reward on {len(bad)} of {len(rewards)} samples: {src}; e.g. {_example(s, prompts)}"
 
 
+def nonfinite_groups(rewards: torch.Tensor, group_size: int) -> list[int]:
+    """The indices of the groups (``group_size`` consecutive samples each) holding a non-finite reward."""
+    bad = ~torch.isfinite(rewards.reshape(-1, group_size))
+    return bad.any(-1).nonzero().flatten().tolist()
+
+
 def nonfinite_advantages(rewards: torch.Tensor, advantages: torch.Tensor, samples: Sequence, *, estimator: str,
                          source: str = "verifier", values: torch.Tensor | None = None,
                          prompts: Mapping[str, str] | None = None) -> str | None:
@@ -132,6 +152,8 @@ class StepGuard:
         self.in_a_row = 0
         self.skipped = 0
         self._verifier_warned = False
+        self.verifier_failed = 0  # steps in a row in which every verifier call failed
+        self.steps_seen = 0  # steps checked by verifier_failures in this process
 
     def verifier_errors(self, step: int, verdicts: Sequence, samples: Sequence, verifier: str,
                         prompts: Mapping[str, str] | None = None) -> None:
@@ -148,6 +170,30 @@ class StepGuard:
                     "(warned above reward.warn_verifier_errors=%g; said again only after a step below it): "
                     "first: %s; on %s", step, n, len(verdicts), 100 * share, verifier, self.warn_verifier_errors,
                     verdicts[first].reason, _example(samples[first], prompts))
+
+    def verifier_failures(self, step: int, verdicts: Sequence, samples: Sequence, verifier: str, limit: int,
+                          *, last: bool = False, prompts: Mapping[str, str] | None = None) -> str | None:
+        """Count the steps in a row in which every verdict is a verifier error; the reason to stop the run
+        (:class:`VerifierFailed`) once ``limit`` of them came in a row (0: never), or at the run's ``last`` step
+        when every step this process ran was one; else None."""
+        self.steps_seen += 1
+        share, first = verifier_error_share(verdicts)
+        if first is None or share < 1.0:
+            self.verifier_failed = 0
+            return None
+        self.verifier_failed += 1
+        n = self.verifier_failed
+        if not limit or (n < limit and not (last and n == self.steps_seen)):
+            return None
+        return (f"the verifier {verifier} failed on every call ({len(verdicts)} of {len(verdicts)} verdicts are "
+                f"verifier errors) in {n} step{'s' if n > 1 else ''} in a row, the last step {step} "
+                f"(reward.max_verifier_failed_steps={limit}); its first error: {verdicts[first].reason}; on "
+                f"{_example(samples[first], prompts)}")
+
+    def dropped(self, step: int, groups: int, total: int, reason: str) -> None:
+        """Warn that ``groups`` of ``total`` groups were left out of the step's update for non-finite rewards."""
+        log.warning("step %d: %d of %d groups left out of the update (the step trains on the rest): %s", step,
+                    groups, total, reason)
 
     def passed(self) -> None:
         """A step whose update went through."""

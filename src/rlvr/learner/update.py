@@ -48,29 +48,56 @@ def make_scheduler(optimizer, schedule: ScheduleSettings):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cluster's preemption, ``kill``) inside :func:`sigterm_interrupts`: handled like Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextmanager
+def sigterm_interrupts():
+    """Inside this block SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``), so a run checkpoints
+    and exits with a message instead of dying at once; the previous handler is restored after. A no-op
+    outside the main thread, where handlers cannot be installed."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextmanager
 def deferred_interrupts():
-    """Inside this block Ctrl-C is remembered and raised when the block ends.
+    """Inside this block Ctrl-C (and SIGTERM, when :func:`sigterm_interrupts` made it an interrupt) is
+    remembered and raised when the block ends.
 
     Used around the optimizer update so an interrupt never leaves half-updated
     weights; outside it, Ctrl-C raises at once (weights are then those of the
     last finished step, which is what gets checkpointed).
     """
-    pending = []
-    previous = signal.getsignal(signal.SIGINT)
-    installed = False
+    pending: list[int] = []
+    handled = [signal.SIGINT]
+    if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+        handled.append(signal.SIGTERM)
+    previous = {}
     try:
-        signal.signal(signal.SIGINT, lambda *_: pending.append(True))
-        installed = True
+        for sig in handled:
+            previous[sig] = signal.signal(sig, lambda signum, _: pending.append(signum))
     except ValueError:  # not in the main thread: cannot install handlers
         pass
     try:
         yield
     finally:
-        if installed:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if pending:
-            raise KeyboardInterrupt
+            raise Terminated() if signal.SIGTERM in pending else KeyboardInterrupt()
 
 
 def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = None) -> tuple[Batch, int]:

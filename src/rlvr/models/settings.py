@@ -20,3 +20,11 @@ class ModelConfig(ConfigModel):
                 "(oneDNN kernels: 1.5-2.2x faster where MKL takes a generic path, e.g. AMD CPUs; rounding differs)")
     lora: LoraSettings = option(None, "LoRA adapters (peft) instead of full fine-tuning", default_factory=LoraSettings)
 
+    def check(self) -> None:
+        """A misspelt bundled name is refused when the config loads, not after a hub lookup."""
+        from rlvr.models.loader import _typo_message, bundled_typo
+
+        close = bundled_typo(self.name)
+        if close:
+            raise ValueError(f"model.name: {_typo_message(self.name, close)}")
+

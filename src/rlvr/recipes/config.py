@@ -220,7 +220,13 @@ class TrainConfig(ConfigModel):
     output_dir: str = option("runs/default", "where metrics, checkpoints and eval results are written")
     save_every: int = option(10, "checkpoint every N steps (0: only at the end and on interrupt)", ge=0)
     keep_checkpoints: int = option(2, "how many recent checkpoints to keep", ge=0)
-    resume: bool = option(False, "continue from the latest checkpoint in output_dir")
+    resume: bool = option(False, "continue from the latest intact checkpoint in output_dir")
+    overwrite: bool = option(False, "start over in an output_dir that holds an earlier run: its checkpoints, "
+                                    "metrics, evaluations and config are deleted first (without it such a "
+                                    "directory is refused unless resuming)")
+    resume_changes: list[str] = option(None, "config keys (or sections, e.g. train.lr, algorithm) a resume may "
+                                             "change from the checkpoint's config; any other change that alters "
+                                             "the run is refused, naming it", default_factory=list)
     threads: int = option(0, "torch CPU threads (0: torch's default)", ge=0)
     autocast: Literal["none", "bfloat16"] = option(
         "none", "mixed precision for the learner's forward/backward (weights and optimizer stay in model.dtype)")
@@ -252,6 +258,9 @@ class TrainConfig(ConfigModel):
     max_bad_steps: int = option(3, "stop the run with an error after this many steps in a row were skipped for "
                                    "non-finite rewards, advantages or gradients (a skipped step never updates the "
                                    "weights; the checkpoints written before stay)", ge=1)
+    check_memory: bool = option(True, "estimate the run's peak memory from the model's shape and these sizes before "
+                                      "the model loads (printed), and refuse a run whose estimate exceeds the memory "
+                                      "available (false: run anyway)")
 
     @field_validator("betas")
     @classmethod
@@ -264,6 +273,8 @@ class TrainConfig(ConfigModel):
     def _shared_prompts_are_packed(self) -> TrainConfig:
         if self.share_prompts and self.micro_batch_tokens <= 0:
             raise ValueError("train.share_prompts packs sequences: set train.micro_batch_tokens > 0 too")
+        if self.resume and self.overwrite:
+            raise ValueError("train.resume continues the run in output_dir and train.overwrite deletes it: set one")
         return self
 
 
@@ -346,12 +357,13 @@ class RunConfig(ConfigModel):
 
     def collect_settings(self) -> CollectSettings:
         """What collection reads (``train.prompts_per_step``, ``train.seed``, dynamic sampling, ``reward``,
-        ``guidance``)."""
+        ``guidance``, ``env.timeout_s``)."""
         a, g = self.algorithm, self.guidance
         return CollectSettings(prompts_per_step=self.train.prompts_per_step, seed=self.train.seed,
                                dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
                                reward=self.reward, guidance=g if (g.hints or g.demonstrations) else None,
-                               task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions})
+                               task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions},
+                               env_timeout_s=self.env.timeout_s)
 
     def generator_settings(self) -> GeneratorSettings:
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""

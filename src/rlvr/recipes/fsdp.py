@@ -30,7 +30,6 @@ completions an uninterrupted one would.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from rlvr.recipes.rules import unsupported_with_fsdp
 from rlvr.rollout.collect import collect_rollouts
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.config import config_to_dict, save_config
+from rlvr.utils.files import atomic_write_json, read_json_or_none
 from rlvr.version import code_version
 
 __all__ = ["FSDPRecipe", "train_fsdp", "unsupported_with_fsdp"]
@@ -135,6 +135,10 @@ class FSDPRecipe(RLRecipe):
             if own_group and dist.is_initialized():
                 dist.destroy_process_group()  # without it a gloo rank can hang at interpreter exit
 
+    def claim_directory(self):
+        """Rank 0 locks and checks the output directory (the ranks share it; only rank 0 writes its logs)."""
+        return super().claim_directory() if self.main else None
+
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
         tcfg = self.cfg.train
@@ -207,11 +211,13 @@ class FSDPRecipe(RLRecipe):
         self.tracker = open_trackers(tcfg.report_to, out_dir, config_to_dict(cfg), run_name=out_dir.name,
                                      resume_from_step=self.start_step if tcfg.resume else None) if self.main else None
         summary: dict[str, Any] = {"output_dir": str(out_dir), "world_size": self.world}
-        if self.main and cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
+        if self.main and cfg.eval.before_training and self.heldout and \
+                read_json_or_none(out_dir / "eval_before.json") is None:
             print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
         dist.barrier()
-        if (out_dir / "eval_before.json").exists():
-            summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+        before = read_json_or_none(out_dir / "eval_before.json")
+        if before is not None:
+            summary["eval_before"] = before
         from rlvr.utils.accounting import StepAccounting
 
         self.acct = StepAccounting(self.device)
@@ -272,8 +278,9 @@ class FSDPRecipe(RLRecipe):
             summary["eval_after"] = self.evaluate("after")
             print("held-out accuracy after training:  " + format_eval(summary["eval_after"]))
         if self.main:
-            (out_dir / "summary.json").write_text(json.dumps(
-                {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
+            atomic_write_json(out_dir / "summary.json",
+                              {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2,
+                              default=str)
         dist.barrier()
         return summary
 

@@ -27,7 +27,6 @@ Other ways to run the same recipe change *how* a step runs, never the loop:
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from contextlib import contextmanager
@@ -40,7 +39,7 @@ import torch
 from rlvr.algorithms import EntropyFloor, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter
-from rlvr.config import ConfigError, config_to_dict, save_config
+from rlvr.config import ConfigError, config_to_dict, config_yaml, save_config
 from rlvr.credit import CreditStage
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
@@ -49,14 +48,27 @@ from rlvr.envs.mixture import MixtureEnvironment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
 from rlvr.learner.batching import collate, shared_mask_style
-from rlvr.learner.checkpoint import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from rlvr.learner.checkpoint import (
+    CheckpointError,
+    NonFiniteWeightsError,
+    check_finite_weights,
+    latest_checkpoint,
+    latest_intact_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_aside,
+    set_rng_state,
+)
 from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
 from rlvr.learner.optim import make_optimizer
 from rlvr.learner.passes import PolicyProbe
 from rlvr.learner.update import (
     critic_value_pass,
+    Terminated,
     deferred_interrupts,
     make_scheduler,
+    sigterm_interrupts,
     policy_entropy,
     reference_kl,
     update_policy,
@@ -69,6 +81,7 @@ from rlvr.models.value_head import build_critic
 from rlvr.plugins import load_plugins
 from rlvr.rewards.monitors import HackMonitor
 from rlvr.recipes.config import RunConfig, task_at_level
+from rlvr.recipes.rundir import SCHEDULE_KEYS, RunClaim, claim
 from rlvr.recipes.multimodal import check_vision_run
 from rlvr.recipes.reward_sources import load_process_scorer, prm_step_inputs
 from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
@@ -82,6 +95,7 @@ from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold, set_onednn_cache_capacity
 from rlvr.utils.device import resolve_device
+from rlvr.utils.files import atomic_write_json, read_json_or_none
 from rlvr.version import code_version
 from rlvr.utils.determinism import deterministic_algorithms
 from rlvr.verifiers import get_verifier
@@ -93,7 +107,14 @@ log = logging.getLogger(__name__)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Raised after Ctrl-C once a checkpoint has been written."""
+    """Raised after Ctrl-C or SIGTERM once a checkpoint has been written (or a second interrupt stopped the write).
+
+    ``exit_code``: 130 after Ctrl-C, 143 after SIGTERM (the shell's 128 + signal number).
+    """
+
+    def __init__(self, exit_code: int = 130):
+        super().__init__()
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -125,12 +146,13 @@ def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, 
                      env=None) -> dict:
     """Held-out accuracy at eval.temperature and each of eval.extra_temperatures, written to eval_{tag}.json.
 
-    With a multi-turn ``env`` whole episodes are evaluated (tool-call rate, accuracy per attempt).
+    With a multi-turn ``env`` whole episodes are evaluated (tool-call rate, accuracy per attempt).  With
+    ``train.progress`` each temperature's decoding shows a bar with an ETA.
     """
     ecfg = cfg.eval
     probs = problems[: ecfg.num_problems]
     with eval_batch_size(engine, ecfg.batch_size):
-        return _evaluate_heldout(engine, probs, verifier, ecfg, tag, out_dir, env)
+        return _evaluate_heldout(engine, probs, verifier, ecfg, tag, out_dir, env, progress=cfg.train.progress)
 
 
 @contextmanager
@@ -148,15 +170,18 @@ def eval_batch_size(engine, rows: int):
         engine.batch_size = old
 
 
-def _evaluate_heldout(engine, probs: list[Problem], verifier, ecfg, tag: str, out_dir: Path, env) -> dict:
-    results = {"greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}": evaluate_accuracy(
+def _evaluate_heldout(engine, probs: list[Problem], verifier, ecfg, tag: str, out_dir: Path, env,
+                      progress: bool = False) -> dict:
+    first = "greedy" if ecfg.temperature == 0 else f"T={ecfg.temperature}"
+    results = {first: evaluate_accuracy(
         engine, probs, verifier, n=ecfg.n, temperature=ecfg.temperature,
-        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8, env=env)}
+        max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8, env=env,
+        progress=f"held-out {tag}, {first}" if progress else None)}
     for t in ecfg.extra_temperatures:
         results[f"T={t}"] = evaluate_accuracy(engine, probs, verifier, n=ecfg.n, temperature=t,
                                               max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed, keep_samples=8,
-                                              env=env)
-    (out_dir / f"eval_{tag}.json").write_text(json.dumps(results, indent=2))
+                                              env=env, progress=f"held-out {tag}, T={t}" if progress else None)
+    atomic_write_json(out_dir / f"eval_{tag}.json", results, indent=2)  # a full disk leaves no empty file
     return results
 
 
@@ -169,7 +194,8 @@ def periodic_eval(engine, problems: list[Problem], verifier, cfg: RunConfig, ste
     with eval_batch_size(engine, ecfg.batch_size):
         r = evaluate_accuracy(engine, problems[: ecfg.num_problems], verifier, n=ecfg.n,
                               temperature=ecfg.temperature, max_new_tokens=ecfg.max_new_tokens, seed=ecfg.seed,
-                              env=env, reward_parts=reward_parts)
+                              env=env, reward_parts=reward_parts,
+                              progress=f"held-out after step {step}" if cfg.train.progress else None)
     row = {"step": step, "rollouts": rollouts, "heldout_accuracy": r["accuracy"], "heldout_ci_low": r["ci_low"],
            "heldout_ci_high": r["ci_high"], "heldout_n": r["n"], "heldout_tokens": r["mean_completion_tokens"],
            "heldout_per_problem": r["per_problem"]}
@@ -271,6 +297,7 @@ class RLRecipe:
         self.bar = None
         self.tracker = None
         self.acct: StepAccounting | None = None
+        self.held: RunClaim | None = None  # the output directory, locked for this run (rlvr.recipes.rundir)
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -283,6 +310,9 @@ class RLRecipe:
         if tcfg.onednn_cache:
             set_onednn_cache_capacity(tcfg.onednn_cache)  # before the first bf16 matmul, when the caches are built
         self.setup_data()  # before the model loads: a task that cannot train fails in seconds, writing nothing
+        from rlvr.recipes.preflight import check_before_model  # writable dirs, the context, a memory estimate
+
+        check_before_model(cfg, self.train_problems + self.heldout, model=self.model)
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
@@ -409,11 +439,10 @@ class RLRecipe:
     # ------------------------------------------------------------------ checkpoints
     def resume(self) -> None:
         """With ``train.resume``: weights, optimizers, data position, RNG and sampling state of the latest checkpoint."""
-        ckpt = latest_checkpoint(self.out_dir)
+        ckpt, state = self.load_intact()
         if ckpt is None:
-            log.warning("train.resume=true but no checkpoint in %s: starting from scratch", self.out_dir)
+            log.warning("train.resume=true but no intact checkpoint in %s: starting from scratch", self.out_dir)
             return
-        state = load_checkpoint(ckpt, self.model, self.optimizer, self.scheduler, modules=self.modules())
         if self.critic is not None:
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])
             self.critic_scheduler.load_state_dict(state["critic_scheduler"])
@@ -438,7 +467,54 @@ class RLRecipe:
             self.ref_reset.load_state_dict(state["ref_reset"])
             if state.get("reference") is not None:
                 self.ref_model.load_state_dict(state["reference"])
+        self.reschedule()
         print(f"resumed from {ckpt} (step {self.start_step})")
+
+    def load_intact(self) -> tuple[Path | None, dict | None]:
+        """Load the newest checkpoint whose files match their checksums and whose weights are finite (the one
+        the directory claim verified, else the newest intact one); a damaged one is set aside, named, and the
+        next older one is tried. Returns (checkpoint, its loop state) or (None, None)."""
+        ckpt = self.held.checkpoint if self.held is not None else latest_intact_checkpoint(self.out_dir, warn=print)
+        while ckpt is not None:
+            state = load_checkpoint(ckpt, self.model, self.optimizer, self.scheduler, modules=self.modules())
+            try:
+                check_finite_weights(self.model, state["step"], self.modules())
+                return ckpt, state
+            except NonFiniteWeightsError as e:
+                moved = set_aside(ckpt)
+                print(f"checkpoint {ckpt} holds non-finite weights ({str(e).split(': ', 1)[-1].split(';')[0]}); "
+                      f"set aside as {moved.name}")
+                ckpt = latest_intact_checkpoint(self.out_dir, warn=print)
+                if ckpt is None:
+                    raise CheckpointError(f"no checkpoint with finite weights is left in {self.out_dir}: nothing "
+                                          "to resume from; start over with --overwrite (train.overwrite=true)")
+        return None, None
+
+    def reschedule(self) -> None:
+        """After a resume that changed the learning-rate schedule (``train.steps``, ``train.lr``,
+        ``train.warmup_steps`` or ``train.schedule``, allowed by ``train.resume_changes``): the schedule is this
+        config's, and the current rate is recomputed from it at the resumed step (a loaded rate would be the old
+        schedule's: 0 at the end of a cosine decay)."""
+        changed = sorted(k for k in (self.held.changes if self.held is not None else {}) if k in SCHEDULE_KEYS)
+        if not changed:
+            return
+        pairs = [(self.optimizer, self.scheduler, self.cfg.train.lr)]
+        if self.critic is not None:
+            pairs.append((self.critic_optimizer, self.critic_scheduler, self.cfg.algorithm.value.lr))
+        for optimizer, scheduler, lr in pairs:
+            fresh = make_scheduler(optimizer, self.cfg.schedule_settings())
+            fresh.last_epoch = scheduler.last_epoch
+            fresh.base_lrs = [lr] * len(optimizer.param_groups)
+            for group, f in zip(optimizer.param_groups, fresh.lr_lambdas):
+                group["initial_lr"] = lr
+                group["lr"] = lr * f(fresh.last_epoch)
+            fresh._last_lr = [g["lr"] for g in optimizer.param_groups]
+            if scheduler is self.scheduler:
+                self.scheduler = fresh
+            else:
+                self.critic_scheduler = fresh
+        print(f"the learning-rate schedule follows the changed {', '.join(changed)}: step {self.start_step + 1} "
+              f"trains at lr {self.optimizer.param_groups[0]['lr']:.3g}")
 
     def checkpoint(self, step: int) -> Path:
         """Write a checkpoint of everything :meth:`resume` reads back."""
@@ -461,7 +537,8 @@ class RLRecipe:
             state["reference"] = ({k: v.cpu() for k, v in self.ref_model.state_dict().items()}
                                   if self.ref_reset.last_reset else None)
         return save_checkpoint(self.out_dir, step, self.model, self.tokenizer, self.optimizer, self.scheduler, state,
-                               keep=self.cfg.train.keep_checkpoints, modules=self.modules())
+                               keep=self.cfg.train.keep_checkpoints, modules=self.modules(),
+                               config_text=config_yaml(self.cfg))
 
     def snapshot(self) -> tuple:
         """The pre-step sampling state, so that an interrupt during rollouts checkpoints it exactly."""
@@ -738,10 +815,14 @@ class RLRecipe:
                                      resume_from_step=resume_from,
                                      groups=("train", "heldout") if self.periodic else ("train",))
         summary: dict[str, Any] = {"output_dir": str(out_dir)}
-        if cfg.eval.before_training and self.heldout and not (out_dir / "eval_before.json").exists():
-            print("held-out accuracy before training: " + format_eval(self.evaluate("before")))
-        if (out_dir / "eval_before.json").exists():
-            summary["eval_before"] = json.loads((out_dir / "eval_before.json").read_text())
+        before = read_json_or_none(out_dir / "eval_before.json")
+        if before is None and (out_dir / "eval_before.json").exists():
+            print(f"{out_dir / 'eval_before.json'} is damaged (not JSON): evaluating before training again")
+        if cfg.eval.before_training and self.heldout and before is None:
+            before = self.evaluate("before")
+            print("held-out accuracy before training: " + format_eval(before))
+        if before is not None:
+            summary["eval_before"] = before
         if tcfg.progress:
             from tqdm.auto import tqdm
 
@@ -753,14 +834,18 @@ class RLRecipe:
     def step(self, step: int) -> dict[str, Any]:
         """One training step: collect, advantages, learn, log (the update and its log line are one unit).
 
-        A step whose rewards, advantages or gradients are not finite is skipped (:mod:`rlvr.learner.guards`):
-        the weights are not updated and the row says so.
+        A group holding a non-finite reward is left out of the update, which trains on the other groups (the row
+        counts what was left out: ``dropped_groups``, ``nonfinite_rewards``).  A step with no finite group left, or
+        whose advantages or gradients are not finite, is skipped (:mod:`rlvr.learner.guards`): the weights are not
+        updated and the row says so.  A verifier that fails on every call stops the run (:meth:`check_rollouts`).
         """
         self.acct.start_step()
         ro = self.collect(step)
-        scored, bad = None, self.check_rollouts(step, ro)
+        ro, bad, dropped = self.check_rollouts(step, ro)
+        scored = None
         if bad is None:
             scored = self.advantages(ro)
+            scored.reward_row.update(dropped)  # groups left out for a non-finite reward (nothing when none were)
             bad = nonfinite_advantages(scored.rewards, scored.advantages, ro.samples,
                                        estimator=self.cfg.algorithm.advantage, source=self.cfg.reward.source,
                                        values=scored.batch.values, prompts=self.prompts)
@@ -776,24 +861,53 @@ class RLRecipe:
                 self.guard.passed()
                 row = self.log(step, ro, scored, learn)
             else:
-                row = self.skip(step, ro, bad, closed=closed)
+                row = self.skip(step, ro, bad, closed=closed, dropped=dropped)
             self.snap = None  # the step is done: an interrupt from here on checkpoints after it
             self.finished = step + 1
         return row
 
-    def check_rollouts(self, step: int, ro: Rollouts) -> str | None:
-        """Warn about a high share of verifier errors; the reason to skip the step when a reward is not finite."""
-        self.guard.verifier_errors(step + 1, ro.verdicts, ro.samples, self.cfg.reward.verifier, self.prompts)
-        return nonfinite_rewards(ro.rewards, ro.samples, ro.verdicts, verifier=self.cfg.reward.verifier,
-                                 env=self.cfg.env.name, source=self.cfg.reward.source, prompts=self.prompts)
+    def check_rollouts(self, step: int, ro: Rollouts) -> tuple[Rollouts, str | None, dict[str, float]]:
+        """A step's rollouts checked before anything is computed from them: a high share of verifier errors warns;
+        a verifier that failed on every call for ``reward.max_verifier_failed_steps`` steps in a row (or in every
+        step of a shorter run, by its last) stops the run (:class:`~rlvr.learner.guards.VerifierFailed`); the
+        groups holding a non-finite reward are left out.
+
+        Returns the rollouts to train on, the reason to skip the step (None: train on them; set when no group is
+        left) and the metrics of what was left out (``dropped_groups``, ``nonfinite_rewards``; empty when nothing
+        was, so a run with finite rewards trains and logs exactly as without the check).
+        """
+        from rlvr.learner.guards import VerifierFailed, nonfinite_groups
+        from rlvr.types import component_name
+
+        rcfg = self.cfg.reward
+        self.guard.verifier_errors(step + 1, ro.verdicts, ro.samples, rcfg.verifier, self.prompts)
+        name = component_name(self.injected_verifier) if self.injected_verifier is not None else \
+            f"{rcfg.verifier!r} (reward.verifier)"
+        stop = self.guard.verifier_failures(step + 1, ro.verdicts, ro.samples, name, rcfg.max_verifier_failed_steps,
+                                            last=step + 1 >= self.cfg.train.steps, prompts=self.prompts)
+        if self.any_rank(stop) is not None:  # every rank stops at the same step (their collectives must match)
+            raise VerifierFailed(stop or "the verifier failed on every call on another rank (its error names it)")
+        reason = nonfinite_rewards(ro.rewards, ro.samples, ro.verdicts, verifier=rcfg.verifier,
+                                   env=self.cfg.env.name, source=rcfg.source, prompts=self.prompts)
+        G, n = self.cfg.rollout.group_size, len(ro.rewards)
+        if reason is None or n % G or len(ro.samples) != n:
+            return ro, reason, {}
+        bad = set(nonfinite_groups(ro.rewards, G))
+        dropped = {"dropped_groups": float(len(bad)), "nonfinite_rewards": float((~torch.isfinite(ro.rewards)).sum())}
+        if len(bad) == n // G:  # nothing finite left to train on: the step is skipped
+            return ro, reason, dropped
+        self.guard.dropped(step + 1, len(bad), n // G, reason)
+        return ro.subset([i for i in range(n) if i // G not in bad]), None, dropped
 
     def any_rank(self, bad: str | None) -> str | None:
         """The reason to skip this step on any rank (one process: this one's)."""
         return bad
 
-    def skip(self, step: int, ro: Rollouts, reason: str, closed: bool) -> dict[str, Any]:
-        """A skipped step: no update (the LR schedule still advances), a metrics row, a warning; stops the run at
-        ``train.max_bad_steps`` in a row (:class:`TrainingDiverged`)."""
+    def skip(self, step: int, ro: Rollouts, reason: str, closed: bool,
+             dropped: dict[str, float] | None = None) -> dict[str, Any]:
+        """A skipped step: no update (the LR schedule still advances), a metrics row (with ``dropped``: the groups
+        left out for non-finite rewards), a warning; stops the run at ``train.max_bad_steps`` in a row
+        (:class:`TrainingDiverged`)."""
         if not closed:  # the learner never ran: the schedules still advance, the generator gets its version
             with self.acct.phase("learn"):
                 self.end_update()
@@ -805,7 +919,7 @@ class RLRecipe:
                "accuracy": sum(ro.own_correct()) / max(len(ro.verdicts), 1),
                "response_length": sum(s.num_tokens for s in samples) / max(len(samples), 1),
                "rollouts": self.rollouts_done, "lr": self.scheduler.get_last_lr()[0],
-               **self.guard.metrics(skipped=True), **timing, **ro.lag}
+               **(dropped or {}), **self.guard.metrics(skipped=True), **timing, **ro.lag}
         if self.tracker is not None:
             self.tracker.log(row, row["step"])
         self.guard.stop_if_diverged(step + 1, reason)
@@ -821,6 +935,19 @@ class RLRecipe:
             return self._train()
 
     def _train(self) -> dict[str, Any]:
+        self.held = self.claim_directory()  # before anything loads: a directory the run may not use fails at once
+        try:
+            with sigterm_interrupts():  # SIGTERM (preemption) checkpoints and stops like Ctrl-C
+                return self._run()
+        finally:
+            if self.held is not None:
+                self.held.release()
+
+    def claim_directory(self) -> RunClaim | None:
+        """Lock ``train.output_dir`` for this run and check it may train there (:func:`rlvr.recipes.rundir.claim`)."""
+        return claim(self.cfg)
+
+    def _run(self) -> dict[str, Any]:
         cfg, tcfg = self.cfg, self.cfg.train
         self.setup()
         summary = self.begin()
@@ -848,8 +975,8 @@ class RLRecipe:
                     self.log_heldout(step + 1)
             else:
                 step = tcfg.steps
-        except KeyboardInterrupt:
-            self.interrupted(self.finished, self.snap)
+        except KeyboardInterrupt as e:
+            self.interrupted(self.finished, self.snap, e)
         except TrainingDiverged as e:
             self.diverged(e)
         finally:
@@ -865,33 +992,43 @@ class RLRecipe:
                                 if (self.rewards.rubric or self.rewards.task_rubrics) else None)
         self.tracker.log(row, step, group="heldout")
 
-    def interrupted(self, done: int, snap: tuple | None) -> None:
+    def interrupted(self, done: int, snap: tuple | None, interrupt: BaseException | None = None) -> None:
         """Ctrl-C: checkpoint after the ``done`` finished steps (restoring the pre-step sampling state) and raise.
 
         ``done`` is counted where the step's update and log line finish, not derived from the loop
         variable: an interrupt between two steps (or before the first) must not claim a step that
         never ran.
         """
+        code, what = (143, "terminated (SIGTERM)") if isinstance(interrupt, Terminated) else (130, "interrupted")
         if snap is not None:
             self.restore(snap)
         if self.bar is not None:
             self.bar.close()
-        path = self.checkpoint(done)
         if self.tracker is not None:  # None on the ranks of a sharded run that do not write logs
             self.tracker.close()
-        print(f"\ninterrupted: checkpoint written to {path}; continue with train.resume=true")
-        raise TrainingInterrupted() from None
+        print(f"\n{what}: writing a checkpoint of step {done} (interrupt again to stop without it)", flush=True)
+        try:
+            path = self.checkpoint(done)
+        except KeyboardInterrupt:  # a second Ctrl-C: the write is abandoned whole (it is atomic)
+            last = latest_checkpoint(self.out_dir)
+            print(f"{what} again: stopped without writing that checkpoint; "
+                  + (f"the latest is {last} (continue with --resume)" if last else "no checkpoint was written"))
+            raise TrainingInterrupted(code) from None
+        print(f"{what}: checkpoint written to {path}; continue with --resume (train.resume=true)")
+        raise TrainingInterrupted(code) from None
 
     def diverged(self, err: TrainingDiverged) -> None:
-        """``train.max_bad_steps`` skipped steps in a row: close the logs, write no checkpoint, and raise naming the
-        latest one (written before the bad steps, with finite weights)."""
+        """``train.max_bad_steps`` skipped steps in a row (or a verifier that failed on every call): close the logs,
+        write no checkpoint, and raise (the same exception class) saying what a resume starts from: the latest
+        checkpoint (written before the bad steps, with finite weights), or scratch when none was written."""
         if self.bar is not None:
             self.bar.close()
         if self.tracker is not None:
             self.tracker.close()
         last = latest_checkpoint(self.out_dir)
-        keep = f"the latest checkpoint is {last}" if last is not None else "no checkpoint was written"
-        raise TrainingDiverged(f"{err}. Stopped; {keep} (train.resume=true continues from it)") from None
+        keep = f"the latest checkpoint is {last}; train.resume=true continues from it" if last is not None else \
+            "no checkpoint was written, so train.resume=true would start from scratch"
+        raise type(err)(f"{err}. Stopped; {keep}") from None
 
     def finish(self, summary: dict[str, Any], step: int, row: dict[str, Any]) -> dict[str, Any]:
         """Close the logs, write the final checkpoint, evaluate after training and write summary.json."""
@@ -910,8 +1047,9 @@ class RLRecipe:
             if "eval_before" in summary:
                 print("held-out accuracy before training: " + format_eval(summary["eval_before"]))
             print("held-out accuracy after training:  " + format_eval(after))
-        (out_dir / "summary.json").write_text(json.dumps(
-            {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2, default=str))
+        atomic_write_json(out_dir / "summary.json",
+                          {k: v for k, v in summary.items() if k not in ("eval_before", "eval_after")}, indent=2,
+                          default=str)
         return summary
 
 

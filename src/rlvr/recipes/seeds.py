@@ -161,7 +161,9 @@ def plan_seeds(cfg: RunConfig, seeds: Sequence[int]) -> list[SeedPlan]:
         path = seed_dir(root, s)
         ckpt = latest_checkpoint(path) if path.is_dir() else None
         action = "skip" if (path / "summary.json").is_file() else "resume" if ckpt is not None else "train"
-        train_cfg = cfg.train.model_copy(update={"seed": s, "output_dir": str(path), "resume": action == "resume"})
+        # a seed directory without a checkpoint (killed before its first one) is trained again from scratch
+        train_cfg = cfg.train.model_copy(update={"seed": s, "output_dir": str(path), "resume": action == "resume",
+                                                 "overwrite": action == "train" and path.is_dir()})
         seed_cfg = cfg.model_copy(update={"train": train_cfg})
         bad = _config_mismatch(seed_cfg, path)
         if bad:

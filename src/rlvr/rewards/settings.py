@@ -40,6 +40,10 @@ class RewardConfig(ConfigModel):
     warn_verifier_errors: float = option(0.2, "warn on the console, with the first error, when more than this "
                                               "share of a step's verdicts are verifier errors (exceptions, scored "
                                               "0); 1: never", ge=0, le=1)
+    max_verifier_failed_steps: int = option(3, "stop the run with an error (exit status 1) after this many steps in "
+                                               "a row in which every verifier call failed (an exception or a "
+                                               "timeout), or at the last step of a shorter run in which every step "
+                                               "did; 0: never", ge=0)
     functions: list[RewardFunctionSpec] = option(
         None, "the reward as a weighted rubric: each entry {kind, name, weight, params}, the reward the sum of "
               "weight * value over the entries of weight > 0, every entry logged as reward/<name>; empty: the "

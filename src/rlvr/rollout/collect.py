@@ -8,9 +8,10 @@ from the one reward pipeline (:class:`rlvr.rewards.pipeline.RewardPipeline`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -19,7 +20,7 @@ from rlvr.engines import SamplingParams
 from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline, mean_metrics
 from rlvr.rewards.settings import RewardConfig
-from rlvr.rollout.episodes import run_episodes
+from rlvr.rollout.episodes import DEFAULT_TIMEOUT_S, run_episodes
 from rlvr.rollout.guidance import GuidanceStats, guide_groups
 from rlvr.rollout.settings import GuidanceConfig
 from rlvr.tasks.sampler import PromptSampler
@@ -46,6 +47,9 @@ class CollectSettings:
     """``mixture[*].functions``: a task mixture's own rubrics by task label."""
     guidance: GuidanceConfig | None = None
     """The ``guidance`` section: hints and demonstrations for all-fail groups (None: off)."""
+    env_timeout_s: float = DEFAULT_TIMEOUT_S
+    """``env.timeout_s``: seconds one call of the environment (a verifier's check included) may take (0: no
+    limit)."""
 
     @property
     def guided(self) -> bool:
@@ -76,6 +80,15 @@ class Collected:
     """With a rubric (``reward.functions``): each function's [N] values, unweighted, by name."""
     reward_part_errors: dict[str, int] = field(default_factory=dict)
     """With a rubric: each function's calls that raised (scored 0), over the chosen groups."""
+
+    def subset(self, index: Sequence[int]) -> Collected:
+        """A copy (of the same class) holding only the samples at ``index``, with their verdicts, rewards, keep
+        flags and rubric values; the step's counts and averages (rounds, generated, metrics, error counts) stay."""
+        rows = torch.as_tensor(list(index), dtype=torch.long)
+        return dataclasses.replace(
+            self, samples=[self.samples[i] for i in index], verdicts=[self.verdicts[i] for i in index],
+            rewards=self.rewards[rows], keep=None if self.keep is None else self.keep[rows],
+            reward_parts={k: v[rows] for k, v in self.reward_parts.items()})
 
 
 def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
@@ -140,7 +153,7 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         problems = draw_prompts(sampler, P, dfilter)
         t0 = time.perf_counter()
         steps: dict[str, float] = {}
-        groups = run_episodes(engine, env, problems, params, timing=steps)
+        groups = run_episodes(engine, env, problems, params, timing=steps, timeout=settings.env_timeout_s)
         if settings.guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples is generation)
             groups = guide_groups(engine, env, problems, groups, params, settings.guidance, gstats)
         t_gen += time.perf_counter() - t0 - steps.get("env_s", 0.0)  # the environment's steps are verification

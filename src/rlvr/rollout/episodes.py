@@ -27,6 +27,17 @@ An environment whose ``step_workers`` is above 1 has one turn's steps run on tha
 threads (code checks: each is a sandboxed child process, so threads run them in
 parallel); the replies (and errors) are then applied in episode order, as in the
 sequential case.
+
+Every call of the environment (``reset``, ``step``, ``close``; for a single-turn
+environment the step is the verifier's check) has ``timeout`` seconds (``env.timeout_s``
+in a run, :data:`DEFAULT_TIMEOUT_S` unless given; 0: no limit).  A call past it ends its
+episode with reward 0: a ``verifier error: TimeoutError ...`` verdict for a single-turn
+step (counted with the verifier's errors), an ``environment error`` otherwise (counted
+in ``env/env_errors``); both count in ``timeouts`` and in the call's warning, and the
+other episodes go on.  The calls run on daemon threads and are waited for in short
+slices (:func:`rlvr.utils.deadline.call_all`), so Ctrl-C stops a call within a fraction
+of a second whatever it waits on; a call given up on keeps its thread until it returns
+(the next calls do not wait for it).
 """
 
 from __future__ import annotations
@@ -35,16 +46,18 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Real
 
 from rlvr.engines import SamplingParams
 from rlvr.envs.base import Environment, EpisodeState, Reply
 from rlvr.envs.rendering import observation_ids
+from rlvr.envs.settings import DEFAULT_TIMEOUT_S
 from rlvr.types import ComponentError, Problem, Sample, Verdict, component_name
+from rlvr.utils.deadline import TIMED_OUT, call_all
 
-__all__ = ["Episode", "run_episodes", "episode_metrics", "safe_step", "safe_reset", "safe_close"]
+__all__ = ["Episode", "run_episodes", "episode_metrics", "safe_step", "safe_reset", "safe_close",
+           "DEFAULT_TIMEOUT_S"]
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +101,26 @@ def _checked_reply(env: Environment, where: str, reply) -> Reply:
     return reply
 
 
-def safe_step(env: Environment, state: EpisodeState, text: str, errors: list | None = None) -> Reply:
-    """``env.step`` whose exceptions end the episode with reward 0 and the error as reason (appended to
-    ``errors`` as ``(where, problem id, reason)`` when given); a result that is not a Reply raises
-    :class:`~rlvr.types.ComponentError`."""
+def _limit(timeout: float | None) -> float:
+    return DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+
+
+def _timeout_reply(env: Environment, where: str, timeout: float, errors: list | None, problem_id: str) -> Reply:
+    """The reply that ends an episode whose ``where`` call gave no result within ``timeout`` seconds: a verifier
+    error for a single-turn step (the step is the verifier's check), an environment error otherwise."""
+    what = f"TimeoutError: no result after {timeout:g} s (env.timeout_s)"
+    if where == "step" and env.single_turn:
+        reason, info = f"verifier error: {what}", {"timeouts": 1}
+    else:
+        reason, info = f"environment error: {what} (in {where})", {"env_errors": 1, "timeouts": 1}
+    if errors is not None:
+        errors.append((where, problem_id, reason))
+    else:
+        log.debug("episode on %s ended: %s", problem_id, reason)
+    return Reply(done=True, reward=0.0, verdict=Verdict(0.0, None, reason=reason), info=info)
+
+
+def _step_once(env: Environment, state: EpisodeState, text: str, errors: list | None) -> Reply:
     try:
         reply = env.step(state, text)
     except ComponentError:  # a broken verifier inside the environment: a programming error, not an episode's
@@ -101,8 +130,7 @@ def safe_step(env: Environment, state: EpisodeState, text: str, errors: list | N
     return _checked_reply(env, "step", reply)
 
 
-def safe_close(env: Environment, state: EpisodeState, reason: str, errors: list | None = None) -> Reply:
-    """``env.close`` with the same guard as :func:`safe_step`."""
+def _close_once(env: Environment, state: EpisodeState, reason: str, errors: list | None) -> Reply:
     try:
         reply = env.close(state, reason)
     except ComponentError:
@@ -112,9 +140,7 @@ def safe_close(env: Environment, state: EpisodeState, reason: str, errors: list 
     return _checked_reply(env, "close", reply)
 
 
-def safe_reset(env: Environment, problem: Problem, errors: list | None = None) -> tuple[EpisodeState, Reply | None]:
-    """``(env.reset(problem), None)``; when it raises, a state on the problem's own messages and the error reply
-    that ends the episode.  A result that is not an EpisodeState raises :class:`~rlvr.types.ComponentError`."""
+def _reset_once(env: Environment, problem: Problem, errors: list | None) -> tuple[EpisodeState, Reply | None]:
     try:
         state = env.reset(problem)
     except ComponentError:
@@ -127,12 +153,55 @@ def safe_reset(env: Environment, problem: Problem, errors: list | None = None) -
     return state, None
 
 
+def _timed(call, timeout: float, errors: list | None):
+    """``call(errors)`` within ``timeout`` seconds (0: no limit, called here), its errors added to ``errors`` only
+    when it finished in time (a call given up on may still append later); TIMED_OUT else."""
+    if not timeout:
+        return call(errors)
+    own: list = []
+    out = call_all([lambda: call(own)], timeout, name="rlvr-env")[0]
+    if out is not TIMED_OUT and errors is not None:
+        errors.extend(own)
+    return out
+
+
+def safe_step(env: Environment, state: EpisodeState, text: str, errors: list | None = None,
+              timeout: float | None = None) -> Reply:
+    """``env.step`` whose exceptions end the episode with reward 0 and the error as reason (appended to
+    ``errors`` as ``(where, problem id, reason)`` when given), as does a call past ``timeout`` seconds
+    (:data:`DEFAULT_TIMEOUT_S` when None; 0: no limit); a result that is not a Reply raises
+    :class:`~rlvr.types.ComponentError`."""
+    limit = _limit(timeout)
+    out = _timed(lambda errs: _step_once(env, state, text, errs), limit, errors)
+    return _timeout_reply(env, "step", limit, errors, state.problem.id) if out is TIMED_OUT else out
+
+
+def safe_close(env: Environment, state: EpisodeState, reason: str, errors: list | None = None,
+               timeout: float | None = None) -> Reply:
+    """``env.close`` with the same guard as :func:`safe_step`."""
+    limit = _limit(timeout)
+    out = _timed(lambda errs: _close_once(env, state, reason, errs), limit, errors)
+    return _timeout_reply(env, "close", limit, errors, state.problem.id) if out is TIMED_OUT else out
+
+
+def safe_reset(env: Environment, problem: Problem, errors: list | None = None,
+               timeout: float | None = None) -> tuple[EpisodeState, Reply | None]:
+    """``(env.reset(problem), None)``; when it raises (or gives no result within ``timeout`` seconds, as for
+    :func:`safe_step`), a state on the problem's own messages and the error reply that ends the episode.  A result
+    that is not an EpisodeState raises :class:`~rlvr.types.ComponentError`."""
+    limit = _limit(timeout)
+    out = _timed(lambda errs: _reset_once(env, problem, errs), limit, errors)
+    if out is TIMED_OUT:
+        return EpisodeState(problem, problem.to_messages()), _timeout_reply(env, "reset", limit, errors, problem.id)
+    return out
+
+
 def _warn_errors(env: Environment, errors: list, episodes: list[list[Episode]]) -> None:
     """One line for a call's environment errors: episodes ended by one, counts by method, the first error."""
     if not errors:
         return
     n = sum(len(row) for row in episodes)
-    failed = sum(1 for row in episodes for ep in row if ep.counts.get("env_errors"))
+    failed = sum(1 for row in episodes for ep in row if ep.counts.get("env_errors") or ep.counts.get("timeouts"))
     by = Counter(where for where, _, _ in errors)
     where, pid, reason = errors[0]
     log.warning("environment %s: %d of %d episodes ended with an error, scored 0 (errors in %s); first, on "
@@ -140,26 +209,35 @@ def _warn_errors(env: Environment, errors: list, episodes: list[list[Episode]]) 
                                                                             sorted(by.items())), pid, reason)
 
 
-def _step_all(env: Environment, eps: list["Episode"], texts: dict[int, str], errors: list) -> list[Reply]:
+def _step_all(env: Environment, eps: list["Episode"], texts: dict[int, str], errors: list,
+              timeout: float) -> list[Reply]:
     """``safe_step`` of every open episode, on ``env.step_workers`` threads when that is above 1 (each step's
-    errors are added to ``errors`` in episode order, as in the sequential case)."""
+    errors are added to ``errors`` in episode order, as in the sequential case); each step has ``timeout``
+    seconds from its start (0: no limit)."""
     workers = min(int(getattr(env, "step_workers", 1) or 1), len(eps))
     if workers <= 1:
-        return [safe_step(env, ep.state, texts[id(ep)], errors) for ep in eps]
+        return [safe_step(env, ep.state, texts[id(ep)], errors, timeout) for ep in eps]
 
     def one(ep: "Episode") -> tuple[Reply, list]:
         own: list = []
-        return safe_step(env, ep.state, texts[id(ep)], own), own
+        return _step_once(env, ep.state, texts[id(ep)], own), own
 
-    with ThreadPoolExecutor(workers) as pool:
-        done = list(pool.map(one, eps))
-    for _, own in done:
+    # daemon threads waited for in short slices: a hung step neither stalls the run nor blocks Ctrl-C
+    done = call_all([lambda ep=ep: one(ep) for ep in eps], timeout, workers=workers, name="rlvr-env-step")
+    replies = []
+    for ep, out in zip(eps, done):
+        if out is TIMED_OUT:
+            replies.append(_timeout_reply(env, "step", timeout, errors, ep.state.problem.id))
+            continue
+        reply, own = out
         errors.extend(own)
-    return [reply for reply, _ in done]
+        replies.append(reply)
+    return replies
 
 
 def run_episodes(engine, env: Environment, problems: list[Problem], params: SamplingParams,
-                 tokenizer=None, timing: dict[str, float] | None = None) -> list[list[Sample]]:
+                 tokenizer=None, timing: dict[str, float] | None = None,
+                 timeout: float | None = None) -> list[list[Sample]]:
     """``params.n`` episodes per problem; returns groups of finished samples in problem order.
 
     Each sample's ``env_return`` is the environment's return and its ``verdict`` the final
@@ -167,8 +245,10 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     ``end`` ("done", "max_turns", "max_total_tokens") and the summed
     ``Reply.info`` counters.  ``tokenizer`` (default ``engine.tokenizer``) renders
     the environment's turns.  ``timing``, if given, gets the wall seconds spent in the
-    environment's steps added to ``timing["env_s"]`` (verification, tool calls).
+    environment's steps added to ``timing["env_s"]`` (verification, tool calls).  ``timeout``: seconds each
+    call of the environment may take (:data:`DEFAULT_TIMEOUT_S` when None; 0: no limit).
     """
+    timeout = _limit(timeout)
     tokenizer = tokenizer or getattr(engine, "tokenizer", None)  # only multi-turn episodes render turns
     eos_ids = set(getattr(engine, "eos_ids", None) or ({tokenizer.eos_token_id} if tokenizer is not None else ()))
     limits = env.limits
@@ -176,7 +256,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     turn_params = dataclasses.replace(params, stop=tuple(params.stop) + tuple(env.stop),
                                       max_new_tokens=min(params.max_new_tokens, budget))
     errors: list = []
-    resets = [safe_reset(env, p, errors) for p in problems]
+    resets = [safe_reset(env, p, errors, timeout) for p in problems]
     states = [state for state, _ in resets]
     starts = [_start_problem(s) if not env.single_turn and failed is None else p
               for (s, failed), p in zip(resets, problems)]
@@ -199,10 +279,10 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     last_texts = {id(ep): ep.sample.text for ep in open_eps}
     while open_eps:
         t0 = time.perf_counter()
-        replies = _step_all(env, open_eps, last_texts, errors)
+        replies = _step_all(env, open_eps, last_texts, errors, timeout)
         if timing is not None:
             timing["env_s"] = timing.get("env_s", 0.0) + time.perf_counter() - t0
-        cont = _advance(env, open_eps, replies, tokenizer, eos_ids, budget, errors)
+        cont = _advance(env, open_eps, replies, tokenizer, eos_ids, budget, errors, timeout)
         if not cont:
             break
         # one generate call for all open episodes: with max_total_tokens set, the tightest remaining budget caps
@@ -230,7 +310,7 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
 
 
 def _advance(env: Environment, open_eps: list[Episode], replies: list[Reply], tokenizer, eos_ids: set,
-             budget: int, errors: list) -> list[Episode]:
+             budget: int, errors: list, timeout: float) -> list[Episode]:
     """Every open episode after its environment step's ``reply``; returns the episodes that continue (their
     observation appended), having finished the others (done, or a turn / token limit reached)."""
     limits = env.limits
@@ -242,11 +322,12 @@ def _advance(env: Environment, open_eps: list[Episode], replies: list[Reply], to
             _finish(ep, reply, "done")
             continue
         if ep.state.turn >= limits.max_turns:
-            _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors), "max_turns")
+            _finish(ep, safe_close(env, ep.state, f"max_turns={limits.max_turns} reached", errors, timeout),
+                    "max_turns")
             continue
         obs = observation_ids(tokenizer, reply.observation or "", reply.role, _last_turn_ids(ep), eos_ids)
         if len(ep.sample.completion_ids) + len(obs) >= budget:
-            _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors),
+            _finish(ep, safe_close(env, ep.state, f"max_total_tokens={budget} reached", errors, timeout),
                     "max_total_tokens")
             continue
         _append(ep.sample, obs, model=False)

@@ -22,8 +22,10 @@ class RolloutConfig(ConfigModel):
                                "the CPU default) or vllm (needs the gpu extra)")
     engine_params: dict[str, Any] = option(None, "options of the rollout engine (validated against its registry "
                                                  "entry)", default_factory=dict)
-    dtype: Literal["auto", "float32", "bfloat16"] = option(
-        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step")
+    dtype: Literal["auto", "float32", "bfloat16", "fast"] = option(
+        "auto", "sampler precision: auto = the policy's; bfloat16 samples from a bf16 copy synced every step; fast = "
+                "bfloat16 on a CUDA GPU or a CPU with native bf16 (AVX-512 BF16, AMX, Arm BF16), else float32 (bf16 "
+                "is emulated and many times slower there); the choice is printed at start, the CPU probed once")
     ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
     sleep_while_learning: bool = option(
         False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "

@@ -21,7 +21,7 @@ OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 .PHONY: demo demo-tools demo-code demo-code-feedback test test-slow test-all test-oldest docs bench clean-venv help
 
 help:
-	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU, 12-14 min) and report held-out accuracy"
+	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU: 12-14 min with native bf16, about 1 h without) and report held-out accuracy"
 	@echo "make demo-tools train the same model to use a calculator tool on 3-digit x 2-digit products (CPU, ~30 min)"
 	@echo "make demo-code  train the same model to write small Python functions checked by hidden unit tests (CPU)"
 	@echo "make demo-code-feedback  the same task with execution feedback: a failing test shown, up to 3 attempts (CPU)"

@@ -162,7 +162,7 @@ def test_all_policy_losses_on_policy_have_reinforce_gradient():
         close(logp.grad, [[-2 / 5, -2 / 5, 0.0], [1 / 5, 1 / 5, 1 / 5]])
         assert {"clip_frac", "clip_frac_low", "clip_frac_high", "ratio_mean", "approx_kl"} <= set(m), name
         assert all(torch.isfinite(v) for v in m.values()), name
-    with pytest.raises(ValueError, match="clip_cov, dual_clip, gspo, kl_cov, ppo_clip, topr"):
+    with pytest.raises(ValueError, match="cispo, clip_cov, dual_clip, gspo, kl_cov, ppo_clip, sapo, topr"):
         get_policy_loss("a2c")
 
 

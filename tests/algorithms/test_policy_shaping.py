@@ -37,8 +37,8 @@ def test_shaped_loss_and_gradient_of_one_demonstration_token_by_hand():
 def test_mixed_batch_every_loss_gives_the_demo_token_the_shaped_gradient(name):
     """Row 0 on-policy (2 tokens, ratio 1, A = -1); row 1 a demonstration (1 counted token, p = 0.5, A = 2).
     token_mean over the 3 tokens: each on-policy token's gradient is -A * 1 / 3 = 1/3 for every loss at ratio 1
-    (ppo_clip / dual_clip: -ratio A; gspo: -s A; topr: -w A with w = 1), the demo token's
-    -2 * 0.1 * 0.5 / 0.36 / 3, unclipped, whatever its "old" log-prob."""
+    (ppo_clip / dual_clip: -ratio A; gspo: -s A; topr, cispo: -w A with w = 1; sapo: -4 sigma (1 - sigma) A with
+    sigma = 1/2), the demo token's -2 * 0.1 * 0.5 / 0.36 / 3, unclipped, whatever its "old" log-prob."""
     logp = torch.tensor([[-1.0, -2.0], [math.log(0.5), -3.0]], requires_grad=True)
     old = torch.tensor([[-1.0, -2.0], [-9.0, -9.0]])  # the demo row's old log-probs are never read
     adv, mask = torch.tensor([-1.0, 2.0]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
@@ -46,7 +46,8 @@ def test_mixed_batch_every_loss_gives_the_demo_token_the_shaped_gradient(name):
                         shaping_gamma=0.1)
     loss.backward()
     close(logp.grad, [[1 / 3, 1 / 3], [-0.1 / 0.36 / 3, 0.0]])
-    on_value = 0.0 if name == "topr" else 1.0  # TOPR's surrogate -w A (logp - old) is 0 at ratio 1
+    # TOPR's and CISPO's surrogate -w A (logp - old) is 0 at ratio 1; SAPO's gate is 2 / tau_neg (A < 0)
+    on_value = {"topr": 0.0, "cispo": 0.0, "sapo": 2 / 1.05}.get(name, 1.0)
     close(loss, (on_value * 2 - 5 / 3) / 3)
     close(m["ratio_mean"], 1.0)  # the policy loss's metrics are the on-policy tokens'
 

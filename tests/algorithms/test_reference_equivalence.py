@@ -21,6 +21,10 @@ Choices that differ from verl (``verl/trainer/ppo/core_algos.py``) or TRL (``GRP
 * GSPO is aggregated ``seq_mean_token_mean`` unless ``loss_agg`` is set (verl forces it whatever is set).
   Its clip range is its own (3e-4 / 4e-4, the paper's); verl reuses the actor's ``clip_ratio_low/high``.
 * Dual clip is a loss of its own (``dual_clip``, c = 3); verl applies it inside every vanilla PPO loss.
+* CISPO's bounds are its own options (default: no floor, a cap of 5 on the weight); verl reuses the actor's PPO
+  ``clip_ratio_low/high``, TRL caps the weight at ``epsilon_high`` itself.  Its per-token loss is
+  ``-sg(w) A (log pi - log pi_old)``: verl's and TRL's ``-sg(w) A log pi`` less a constant, the same gradient.
+* SAPO is aggregated ``seq_mean_token_mean`` unless ``loss_agg`` is set (verl forces it whatever is set).
 * ``logp_old`` is not recomputed when there is one optimizer step per batch: the first step's ratio is 1
   by construction (TRL does the same, ``old_per_token_logps = per_token_logps.detach()``; verl always runs
   ``compute_log_prob``); with several steps it comes from a pass over the whole batch before the first,
@@ -356,11 +360,35 @@ def loss_topr(logp, old, adv, m):
     return -(w * adv * seq_lr).mean(), acts
 
 
+def loss_cispo(logp, old, adv, m, lo=0.05, hi=0.1):
+    """CISPO (MiniMax-M1, arXiv 2506.13585, Sec. 3.1): -1/N sum_t sg(clip(r_t, 1 - lo, 1 + hi)) A_t log pi(o_t), token
+    mean; written with log pi - log pi_old (the same gradient, value 0 on-policy).  Every token keeps its gradient;
+    the clip acts where a weight is clipped."""
+    lr = (logp - old) * m
+    r = torch.exp(lr.detach())
+    w = torch.clamp(r, 1 - lo, 1 + hi)
+    acts = bool(((w != r) & m.bool()).any())
+    return -(w * adv[:, None] * lr * m).sum() / m.sum(), acts
+
+
+def loss_sapo(logp, old, adv, m, tau_pos=2.0, tau_neg=3.0):
+    """SAPO (Gao et al. 2025, arXiv 2511.20347): -1/B sum_i 1/|y_i| sum_t 4/tau sigma(tau (r_t - 1)) A_i, tau = tau_pos
+    if A_i > 0 else tau_neg.  The gate acts where its gradient weight 4 sigma (1 - sigma) is no longer 1."""
+    r = torch.exp((logp - old) * m)
+    a = adv[:, None].expand_as(logp)
+    tau = torch.where(a > 0, torch.full_like(a, tau_pos), torch.full_like(a, tau_neg))
+    p = torch.sigmoid(tau * (r - 1))
+    acts = bool((((4 * p * (1 - p)).detach() < 1 - 1e-3) & (a != 0) & m.bool()).any())
+    return -((p * 4 / tau * a * m).sum(-1) / m.sum(-1)).mean(), acts
+
+
 LOSSES = {  # name -> (config overrides, reference)
     "ppo_clip": (["algorithm.clip_high=0.28"], loss_ppo_clip),
     "dual_clip": (["algorithm.policy_loss_params={clip_ratio_c: 1.05}"], loss_dual_clip),
     "gspo": ([], loss_gspo),
     "topr": ([], loss_topr),
+    "cispo": (["algorithm.policy_loss_params={clip_low: 0.05, clip_high: 0.1}"], loss_cispo),
+    "sapo": (["algorithm.policy_loss_params={tau_pos: 2.0, tau_neg: 3.0}"], loss_sapo),
 }
 
 

@@ -147,6 +147,8 @@ def test_ppo_critic_steps_with_every_mini_batch(tmp_path):
     (["algorithm.policy_loss=dual_clip"], "algorithm.policy_loss=dual_clip"),
     (["algorithm.policy_loss_params={dual_clip: 3.0}"], "the dual clip"),
     (["algorithm.policy_loss=topr"], "algorithm.policy_loss=topr"),
+    (["algorithm.policy_loss=cispo"], "algorithm.policy_loss=cispo"),
+    (["algorithm.policy_loss=sapo", "algorithm.policy_loss_params={tau_neg: 2}"], "algorithm.policy_loss=sapo"),
     (["algorithm.policy_loss=gspo", "algorithm.policy_loss_params={clip_high: 0.001}"], "clip_low / clip_high of gspo"),
     (["algorithm.advantage=gae", "algorithm.value.clip=0.5"], "algorithm.value.clip=0.5"),
 ])

@@ -61,6 +61,7 @@ from rlvr.algorithms.sampling import (
     dynamic_sampling_filter,
     informative_groups,
 )
+from rlvr.algorithms.weighted_pg import cispo_loss, sapo_gate, sapo_loss
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -74,6 +75,7 @@ __all__ = [
     "ReferenceResetSchedule",
     "aggregate_loss",
     "batch_token_selection",
+    "cispo_loss",
     "clip_cov_loss",
     "drgrpo_advantages",
     "dual_clip_loss",
@@ -113,6 +115,8 @@ __all__ = [
     "reinforce_advantages",
     "reinforce_pp_advantages",
     "rloo_advantages",
+    "sapo_gate",
+    "sapo_loss",
     "selective_log_softmax",
     "step_diagnostics",
     "token_covariance",

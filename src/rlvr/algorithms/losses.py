@@ -1,5 +1,6 @@
 """Policy-gradient losses for RL with verifiable rewards (PPO-clip, DAPO clip-higher, dual-clip,
-GSPO, TOPR, GRPO, Dr. GRPO), loss aggregation, KL and entropy terms.
+GSPO, TOPR, GRPO, Dr. GRPO), loss aggregation, KL and entropy terms.  CISPO and SAPO are in
+:mod:`rlvr.algorithms.weighted_pg`, Clip-Cov and KL-Cov in :mod:`rlvr.algorithms.entropy_control`.
 
 Conventions: per-token tensors are [B, T] and position ``t`` is a token of the
 sequence; ``mask`` [B, T] (bool or float) is 1 on the completion tokens that
@@ -400,8 +401,9 @@ def loss_aggregation(name: str) -> str:
 
     ``ppo_clip`` / ``dual_clip``: ``token_mean`` (DAPO's token-level loss); ``gspo``: ``seq_mean_token_mean``
     (GSPO's ``1/B sum_i`` over sequences of length-normalised ratios; verl forces it for GSPO);
-    ``topr``: ``seq_mean_token_sum`` (TOPR's ``sum_t log pi(y_t)`` per sequence).  The recipe uses it when
-    ``algorithm.loss_agg`` is not set.
+    ``topr``: ``seq_mean_token_sum`` (TOPR's ``sum_t log pi(y_t)`` per sequence); ``cispo``: ``token_mean``
+    (CISPO's ``1 / sum_i |o_i|``); ``sapo``: ``seq_mean_token_mean`` (SAPO's ``1/G sum_i 1/|y_i|``, as verl
+    forces it).  The recipe uses it when ``algorithm.loss_agg`` is not set.
     """
     param = inspect.signature(POLICY_LOSSES.get(name)).parameters.get("agg")
     return "token_mean" if param is None or param.default is inspect.Parameter.empty else param.default

@@ -71,11 +71,12 @@ class AlgorithmConfig(ConfigModel):
     turn_credit_params: dict[str, Any] = option(None, "turn-credit options, e.g. {gamma: 0.95} for loo, "
                                                       "{gamma: 0.95, step_weight: 1} for gigpo", default_factory=dict)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
-                                          "dual_clip, gspo, topr; clip_cov, kl_cov: entropy control)")
+                                          "dual_clip, gspo, topr, cispo, sapo; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
-                                                "dual_clip; gspo/topr clip ranges; {ratio: 0.02, cov_low: 1, "
-                                                "cov_high: 5} for clip_cov; {ratio: 0.02, coef: 1} for kl_cov",
-                                                default_factory=dict)
+                                                "dual_clip; gspo/topr clip ranges; {clip_low: 1, clip_high: 4} "
+                                                "for cispo (IS-weight bounds); {tau_pos: 1, tau_neg: 1.05} for "
+                                                "sapo; {ratio: 0.02, cov_low: 1, cov_high: 5} for clip_cov; "
+                                                "{ratio: 0.02, coef: 1} for kl_cov", default_factory=dict)
     entropy_coef: float = option(0.0, "weight of the entropy bonus (0: off)", ge=0)
     entropy_floor: float = option(
         0.0, "adaptive entropy bonus (Skywork-OR1): target mean token entropy in nats; while the measured "
@@ -99,8 +100,8 @@ class AlgorithmConfig(ConfigModel):
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
         "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
-                      "policy loss's own: token_mean for ppo_clip / dual_clip, seq_mean_token_mean for gspo, "
-                      "seq_mean_token_sum for topr")
+                      "policy loss's own: token_mean for ppo_clip / dual_clip / cispo, seq_mean_token_mean for "
+                      "gspo / sapo, seq_mean_token_sum for topr")
     kl_in_reward: bool = option(False, "fold the KL penalty into the reward instead of adding a KL loss term: "
                                        "k1 = log pi_old - log pi_ref per token (pi_old: the learner before the "
                                        "step; demonstrations 0), r - kl_coef * sum_t k1 for sequence-level "
@@ -120,7 +121,7 @@ class AlgorithmConfig(ConfigModel):
            "normalised on its own and followed by an optimizer step (verl's ppo_mini_batch_size = batch / "
            "mini_batches); up to train.prompts_per_step x rollout.group_size.  With more than one optimizer step "
            "per batch, logp_old comes from a pass over the whole batch before the first, so the clip range, dual "
-           "clip and TOPR's truncation act; the LR schedule still steps once per batch", ge=1)
+           "clip, TOPR's truncation and CISPO's / SAPO's weights act; the LR schedule still steps once per batch", ge=1)
     skip_zero_advantage: bool = option(
         True, "skip the learner pass on sequences whose advantage is 0 (exact when kl_coef and entropy_coef are 0)")
     value: ValueConfig = option(None, "PPO's critic (algorithm.advantage=gae)", default_factory=ValueConfig)
@@ -180,6 +181,12 @@ class AlgorithmConfig(ConfigModel):
             why.append("algorithm.policy_loss_params clip_low / clip_high of gspo (its sequence-ratio clip)")
         if self.policy_loss in ("clip_cov", "kl_cov") and {"clip_low", "clip_high"} & set(self.policy_loss_params):
             why.append(f"algorithm.policy_loss_params clip_low / clip_high of {self.policy_loss} (its PPO clip range)")
+        if self.policy_loss == "cispo":
+            why.append("algorithm.policy_loss=cispo (it clips the importance weight, which is 1 at ratio 1: it is "
+                       "then the token-mean policy gradient, ppo_clip's at ratio 1)")
+        if self.policy_loss == "sapo":
+            why.append("algorithm.policy_loss=sapo (its gate's gradient weight is 1 at ratio 1 whatever tau_pos / "
+                       "tau_neg: it is then the policy gradient with loss_agg=seq_mean_token_mean)")
         if self.policy_loss == "kl_cov":
             why.append("algorithm.policy_loss=kl_cov (its |logp - logp_old| penalty and that penalty's gradient are 0 "
                        "at ratio 1: it is then the unclipped policy gradient, ppo_clip's at ratio 1)")

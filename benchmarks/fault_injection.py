@@ -48,8 +48,10 @@ SCRIPT = textwrap.dedent("""
 
     @register_verifier("hang_fi")
     def _hang():
-        def check(c, r):
-            if len(c) % 3 == 0:
+        calls = [0]
+        def check(c, r):  # every third call never returns
+            calls[0] += 1
+            if calls[0] % 3 == 0:
                 time.sleep(3600)
             return Verdict(1.0 if len(c) % 2 == 0 else 0.0, str(len(c)), "parity")
         return check
@@ -233,7 +235,8 @@ def scenario_hang(b: Bench) -> tuple[str, str, bool]:
     from rlvr.trackers import read_metrics
 
     rows = read_metrics(out / "metrics.jsonl") if (out / "metrics.jsonl").exists() else []
-    errors = [{k: v for k, v in r.items() if "timeout" in k or "error" in k} for r in rows]
+    errors = [{k: round(v, 3) for k, v in r.items() if "timeout" in k or "error" in k or k.startswith("verdict/")}
+              for r in rows]
     ok = r.returncode == 0 and _steps(out) == [1, 2]
     return ("a verifier that never returns on a third of the samples (env.timeout_s=2)",
             f"exit {r.returncode} after {took:.0f} s; steps {_steps(out)}; counted per step: {errors}", ok)

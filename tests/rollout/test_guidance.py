@@ -223,11 +223,9 @@ def test_guidance_off_or_unneeded_returns_the_same_samples_and_rewards():
     base = _cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true")
     plain = dataclasses.replace(base.collect_settings(), guidance=None)  # collection without the guidance section
     ref = run(plain)
-    for cfg in (base, _cfg("rollout.max_new_tokens=6", "algorithm.dynamic_sampling=true", "guidance.shaping_gamma=2",
-                           "guidance.hint_fractions=[0.1]")):  # off, whatever the other options
-        ro = run(cfg)
-        assert ro.samples == ref.samples and ro.verdicts == ref.verdicts and torch.equal(ro.rewards, ref.rewards)
-        assert (ro.rounds, ro.generated) == (ref.rounds, ref.generated) and not ro.guidance_metrics
+    ro = run(base)  # off (its other options, which could not act, are refused at load: tests/recipes)
+    assert ro.samples == ref.samples and ro.verdicts == ref.verdicts and torch.equal(ro.rewards, ref.rewards)
+    assert (ro.rounds, ro.generated) == (ref.rounds, ref.generated) and not ro.guidance_metrics
     # on, but every group has a success (a verifier accepting all): nothing is guided, nothing changes
     always = lambda c, r: Verdict(1.0, None, "yes")  # noqa: E731
     ref = run(plain, always)

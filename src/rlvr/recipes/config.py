@@ -96,8 +96,9 @@ class AlgorithmConfig(ConfigModel):
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
                                    "acts from the second optimizer step of a batch", ge=0)
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model", ge=0)
-    kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020), a name in "
-                                     "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3")
+    kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020) of the KL loss term, a name in "
+                                     "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3; with kl_in_reward the penalty "
+                                     "is k1 (recorded when not set; another is refused)")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm"] = option(
         "token_mean", "how per-token losses are averaged (policy, KL, entropy and value terms); when not set, the "
                       "policy loss's own: token_mean for ppo_clip / dual_clip / cispo, seq_mean_token_mean for "
@@ -136,6 +137,14 @@ class AlgorithmConfig(ConfigModel):
         if "loss_agg" not in self.model_fields_set and self.policy_loss in POLICY_LOSSES \
                 and loss_aggregation(self.policy_loss) != self.loss_agg:
             self.loss_agg = loss_aggregation(self.policy_loss)
+        return self
+
+    @model_validator(mode="after")
+    def _estimator_of_the_reward_kl(self) -> AlgorithmConfig:
+        """With ``kl_in_reward`` and ``kl_estimator`` not set, the estimator that acts (k1, the penalty's own),
+        recorded in the saved config; a set estimator other than k1 is refused by the rules."""
+        if self.kl_in_reward and "kl_estimator" not in self.model_fields_set:
+            self.kl_estimator = "k1"
         return self
 
     @model_validator(mode="after")

@@ -22,7 +22,7 @@ from typing import Callable
 # ``RunConfig`` in the annotations is rlvr.recipes.config.RunConfig, which imports this module (its rules); the
 # name is not imported here, so the recipe modules import each other one way (checked by import-linter).
 
-__all__ = ["RUN_RULES", "rule", "unsupported_with_fsdp", "in_process_only"]
+__all__ = ["RUN_RULES", "rule", "unsupported_with_fsdp", "in_process_only", "set_apart_from_default"]
 
 RUN_RULES: list[Callable[[RunConfig], None]] = []
 """Every rule, in the order they run."""
@@ -367,6 +367,63 @@ def kl_options_need_a_reference(cfg: RunConfig) -> None:
     a = cfg.algorithm
     if (a.kl_in_reward or a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
         raise ValueError("algorithm.kl_in_reward / ref_reset_* need a reference: set algorithm.kl_coef > 0")
+
+
+def set_apart_from_default(section, names) -> list[str]:
+    """The fields of ``names`` that the config sets (``model_fields_set``) to a value other than their default: a
+    field left at its default, or set to it (a saved config.yaml sets every field), never counts."""
+    fields = type(section).model_fields
+    return [n for n in names if n in section.model_fields_set
+            and getattr(section, n) != fields[n].get_default(call_default_factory=True)]
+
+
+@rule
+def options_act(cfg: RunConfig) -> None:
+    """An option set to a value other than its default that has no effect in this config is refused, with the
+    reason: the setting it depends on is off, or another setting replaces what it would choose."""
+    from rlvr.algorithms import ADVANTAGE_ESTIMATORS
+
+    a, g = cfg.algorithm, cfg.guidance
+    inert: list[tuple[list[str], str]] = []  # (dotted keys, why they cannot act)
+
+    def keys(section, prefix: str, names) -> list[str]:
+        return [f"{prefix}.{n}={getattr(section, n)}" for n in set_apart_from_default(section, names)]
+
+    if a.kl_in_reward and a.kl_estimator != "k1":  # left unset it is k1 (AlgorithmConfig records it)
+        inert.append(([f"algorithm.kl_estimator={a.kl_estimator}"],
+                      "the KL penalty folded into the reward (algorithm.kl_in_reward=true) is always k1 = log pi_old "
+                      "- log pi_ref per token (its sum estimates the sequence KL without bias); leave "
+                      "algorithm.kl_estimator unset or set it to k1"))
+    elif a.kl_coef == 0:
+        inert.append((keys(a, "algorithm", ["kl_estimator"]),
+                      "algorithm.kl_coef=0: there is no KL term (set algorithm.kl_coef > 0)"))
+    critic = a.advantage in ADVANTAGE_ESTIMATORS and "critic" in ADVANTAGE_ESTIMATORS.entry(a.advantage).tags
+    if not critic:
+        inert.append((keys(a.value, "algorithm.value", type(a.value).model_fields),
+                      f"algorithm.advantage={a.advantage} learns without a critic (algorithm.value configures "
+                      "PPO's critic: algorithm.advantage=gae)"))
+    if not a.dynamic_sampling:
+        inert.append((keys(a, "algorithm", ["max_sampling_rounds"]),
+                      "it bounds the generation rounds of dynamic sampling, which is off (algorithm.dynamic_sampling"
+                      "=false)"))
+    if not a.difficulty_filter:
+        inert.append((keys(a, "algorithm", ["difficulty_low", "difficulty_high", "difficulty_alpha"]),
+                      "the online difficulty filter is off (algorithm.difficulty_filter=false)"))
+    if a.entropy_floor == 0:
+        inert.append((keys(a, "algorithm", ["entropy_floor_delta", "entropy_floor_max_coef"]),
+                      "the adaptive entropy bonus is off (algorithm.entropy_floor=0)"))
+    if not (a.ref_reset_every or a.ref_reset_kl):
+        inert.append((keys(a, "algorithm", ["ref_reset_optimizer"]),
+                      "the reference is never reset (algorithm.ref_reset_every=0, algorithm.ref_reset_kl=null)"))
+    if not g.hints:
+        inert.append((keys(g, "guidance", ["hint_fractions"]), "hints are off (guidance.hints=false)"))
+    if not g.demonstrations:
+        inert.append((keys(g, "guidance", ["shaping_gamma"]),
+                      "demonstrations are off (guidance.demonstrations=false)"))
+    for names, why in inert:
+        if names:
+            first = names[0].split("=")[0]
+            raise ValueError(f"{first}: {' / '.join(names)} cannot act: {why}")
 
 
 @rule

@@ -51,3 +51,33 @@ def test_learner_loss_on_a_demonstration_row_is_the_shaped_term():
     torch.testing.assert_close(torch.tensor(out["loss"]), expected.float(), atol=1e-5, rtol=0)
     assert out["logprob_mismatch"] < 1e-5  # the demo row's 0 "sampler" log-probs are not compared
     assert abs(out["ratio_mean"] - 1.0) < 1e-6
+
+
+def test_a_demonstration_row_has_no_kl_loss_term():
+    """The KL(pi || pi_ref) estimators hold on tokens sampled from pi; a demonstration's were not, so its tokens get
+    no KL loss term (as they get no KL in the reward, tests/learner/test_kl_in_reward_wiring.py).  The KL term is
+    ``kl_coef x sum of k3 over the on-policy row's tokens / every counted token``; the ``kl`` metric is the on-policy
+    tokens' mean."""
+    from rl_harness import perturb
+
+    tok = make_tokenizer()
+    model = make_model(tok)
+    ref = make_model(tok)
+    perturb(ref, scale=0.2)
+    batch, start, logp = _batch(tok, model)
+    cfg = load_config(RunConfig, None, ["train.micro_batch_size=4", "guidance.demonstrations=true",
+                                        "guidance.shaping_gamma=0.2", "algorithm.kl_coef=0.5"])
+    with torch.no_grad():
+        ref_logp, _ = policy_logprobs(ref, batch.input_ids, batch.attention_mask, start)
+    mask = batch.completion_mask[:, start:]
+    x = (ref_logp - logp) * mask
+    k3 = (torch.expm1(x) - x) * mask
+    assert float(k3[1].sum()) > 0.1 and float(k3[0].sum()) > 0.1  # the demonstration's "KL" would move the term
+    out = update_policy(model, torch.optim.SGD(model.parameters(), lr=0.0), batch, cfg.learner_settings(),
+                        ref_model=ref)
+    p = logp[1].exp()
+    policy = (mask[0].sum() * 1.0 - (p / (p + 0.2) * mask[1]).sum()) / mask.sum()
+    expected = policy + 0.5 * k3[0].sum() / mask.sum()
+    torch.testing.assert_close(torch.tensor(out["loss"]), expected.float(), atol=1e-5, rtol=0)
+    # the kl metric: the on-policy row's token mean (one micro-batch here)
+    torch.testing.assert_close(torch.tensor(out["kl"]), (k3[0].sum() / mask[0].sum()).float(), atol=1e-5, rtol=0)

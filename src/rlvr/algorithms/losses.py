@@ -465,12 +465,15 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     the flagged rows (demonstrations) get :func:`off_policy_shaped_loss` with ``gamma = shaping_gamma``,
     and the two terms are aggregated as one (``token_mean``: each weighted by its share of the counted
     tokens; the sequence modes already share the normaliser ``B``).  The policy loss's metrics are then
-    those of the on-policy tokens.  ``None`` or no flagged row: the plain loss.
+    those of the on-policy tokens.  The KL term leaves the flagged rows out: a demonstration was not sampled
+    from the policy, so no estimator of KL(pi || pi_ref) holds on its tokens (their KL is 0, counted in the
+    aggregation's normaliser; the reward's KL penalty gives them 0 too, :func:`rlvr.learner.update.reference_kl`).
+    ``None`` or no flagged row: the plain loss.
 
     Returns:
         ``(loss, metrics)``: the policy loss's metrics plus ``pg_loss``
         (the surrogate term), whenever ``ref_logp`` is given ``kl`` (the masked
-        token-mean of the estimate; computed for monitoring even when
+        token-mean of the estimate over the on-policy tokens; computed for monitoring even when
         ``kl_coef == 0``), and whenever ``entropy`` is given ``entropy`` (its
         masked token-mean).  All detached 0-dim tensors.
     """
@@ -497,18 +500,31 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     metrics["pg_loss"] = pg_loss.detach()
     loss = pg_loss
     if ref_logp is not None:
-        if kl_coef > 0:
-            kl = kl_estimate(logp, ref_logp, kl_kind, mask=mask)
-            loss = loss + kl_coef * aggregate_loss(kl, mask, agg, max_len)
-        else:
-            with torch.no_grad():
-                kl = kl_estimate(logp.detach(), ref_logp, kl_kind, mask=mask)
-        metrics["kl"] = masked_mean(kl.detach(), mask)
+        kl_term, metrics["kl"] = _kl_term(logp, ref_logp, mask, off_policy, kl_coef=kl_coef, kind=kl_kind, agg=agg,
+                                          max_len=max_len)
+        loss = loss if kl_term is None else loss + kl_coef * kl_term
     if entropy is not None:
         if entropy_coef != 0:
             loss = loss + entropy_bonus(entropy, mask, coef=entropy_coef, agg=agg, max_len=max_len)
         metrics["entropy"] = masked_mean(entropy.detach(), mask)
     return loss, metrics
+
+
+def _kl_term(logp: Tensor, ref_logp: Tensor, mask: Tensor, off_policy: Tensor | None, *, kl_coef: float, kind: str,
+             agg: str, max_len: int | None) -> tuple[Tensor | None, Tensor]:
+    """``(agg(KL_kind) or None when kl_coef is 0, the estimate's token mean)`` of :func:`grpo_loss`.
+
+    The estimators are KL(pi || pi_ref) only on tokens drawn from pi: the ``off_policy`` rows' (demonstrations')
+    tokens get none, 0 in the aggregation, whose normaliser still counts them as the policy term's does; the token
+    mean is the on-policy tokens'.
+    """
+    on_mask = mask if off_policy is None else \
+        torch.where(off_policy.to(device=mask.device, dtype=torch.bool).unsqueeze(-1), torch.zeros_like(mask), mask)
+    if kl_coef > 0:
+        kl = kl_estimate(logp, ref_logp, kind, mask=on_mask)
+        return aggregate_loss(kl, mask, agg, max_len), masked_mean(kl.detach(), on_mask)
+    with torch.no_grad():
+        return None, masked_mean(kl_estimate(logp.detach(), ref_logp, kind, mask=on_mask), on_mask)
 
 
 def _mixed_policy_loss(fn, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, off_policy: Tensor, *,

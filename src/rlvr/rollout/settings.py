@@ -45,7 +45,8 @@ class GuidanceConfig(ConfigModel):
                                                "each in (0, 1)", default_factory=lambda: [0.25, 0.5, 0.75],
                                        min_length=1)
     demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
-                                         "solution as an off-policy completion (shaped, unclipped loss)")
+                                         "solution as an off-policy completion (shaped, unclipped loss; no KL "
+                                         "to the reference on its tokens, in the loss or the reward)")
     shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
 
     @field_validator("hint_fractions")

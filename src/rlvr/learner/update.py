@@ -216,7 +216,11 @@ def update_policy(model, optimizer, batch: Batch, settings: LearnerSettings, ref
 
     Gradients are accumulated over micro-batches with weights chosen so the sum
     equals the loss aggregated over the whole mini-batch (token-mean: tokens in the
-    micro-batch / tokens in the mini-batch; sequence means: sequences / sequences).
+    micro-batch / tokens in the mini-batch; sequence means: sequences / sequences).  The reported ``loss`` (and
+    ``pg_loss``, ``value_loss``) is the objective over the rows learned from, weighted the same way
+    (:data:`OBJECTIVE_TERMS`): the token mean over all their tokens, or the mean over all their sequences, across
+    micro-batches, mini-batches and epochs (rows skipped for a zero advantage are left out of it, as of
+    ``learner_tokens``; their loss is 0).
 
     ``dp`` (a :class:`rlvr.distributed.fsdp.DataParallel`, None on one process)
     makes this one rank of a data-parallel step: ``batch`` is the rank's share (each rank splits its own rows
@@ -232,6 +236,13 @@ def update_policy(model, optimizer, batch: Batch, settings: LearnerSettings, ref
     """
     return PolicyUpdate(model, optimizer, batch, settings, ref_model, dp, critic, critic_optimizer, train_policy,
                         entropy_coef).run()
+
+
+OBJECTIVE_TERMS = frozenset({"loss", "pg_loss", "value_loss"})
+"""Diagnostics that are the objective (or a term of it) under ``algorithm.loss_agg``: averaged over micro-batches
+by tokens for ``token_mean`` and by sequences for the sequence means, so the logged value is the aggregation's
+objective over the rows learned from whatever the micro- and mini-batch split (the other diagnostics are token
+means, averaged by tokens)."""
 
 
 @dataclass
@@ -291,8 +302,10 @@ class PolicyUpdate:
         self.logprobs = functools.partial(packed_logprobs, share_prompts=s.share_prompts) if self.packed \
             else policy_logprobs
         self.grad_scale = 1.0 if dp is None else dp.grad_scale
-        self.sums: dict[str, float] = {}
+        self.sums: dict[str, float] = {}  # per-token diagnostics (and token-mean objectives), x counted tokens
         self.weight_total = 0.0
+        self.seq_sums: dict[str, float] = {}  # sequence-mean objectives (OBJECTIVE_TERMS), x sequences
+        self.seq_total = 0
         self.mismatch_tokens = 0.0  # first-pass tokens with a sampler log-prob (demonstrations have none)
         self.mismatch_max = 0.0  # largest |learner - sampler| log-prob of those tokens
         self.ratio_outside = 0.0  # of those tokens, how many have exp(learner - sampler) outside [0.9, 1.1]
@@ -346,6 +359,7 @@ class PolicyUpdate:
                 self.optimizer.step()  # a no-op without gradients (critic warm-up too)
         sums, weight_total = self.sums, self.weight_total
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
+        out.update({k: v / self.seq_total for k, v in self.seq_sums.items()})
         if weight_total:  # mismatch was summed over first-pass tokens only (those with a sampler log-prob)
             out["logprob_mismatch"] = sums["logprob_mismatch"] / max(self.mismatch_tokens, 1.0)
             out["logprob_mismatch_max"] = self.mismatch_max
@@ -414,9 +428,14 @@ class PolicyUpdate:
         m = {k: float(v) for k, v in m.items()}
         m["entropy"] = float((ent.detach() * mask).sum() / mask.sum().clamp(min=1))
         m["loss"] = float(loss.detach())
+        by_seqs = s.loss_agg != "token_mean"  # the objective's terms are means over sequences: weigh by sequences
         for k, v in m.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v * n_tok
+            if by_seqs and k in OBJECTIVE_TERMS:
+                self.seq_sums[k] = self.seq_sums.get(k, 0.0) + v * len(chunk)
+            else:
+                self.sums[k] = self.sums.get(k, 0.0) + v * n_tok
         self.weight_total += n_tok
+        self.seq_total += len(chunk)
 
     def first_pass(self, ci: int, mb: Batch, start: int, logp: torch.Tensor, mask: torch.Tensor) -> None:
         """Keep the learner's log-probs before any update as ``logp_old``; sampler mismatch and importance weights."""

@@ -15,8 +15,11 @@ Two layers:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
 import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
@@ -194,6 +197,118 @@ def test_sync_weights_in_process_and_by_rpc(tiny_tokenizer):
         worker=SimpleNamespace(model_runner=runner))))
     eng3.sync_weights(model)
     assert reloaded.keys() == model.state_dict().keys() and runner.model.loaded is None
+
+
+# vLLM's two forms of the runner's reload_weights across the declared range (vllm>=0.10,<1)
+class _RunnerBeforeLayerwiseReload:
+    """0.10 era: ``reload_weights()`` re-reads the model's files and takes no tensors."""
+
+    def __init__(self):
+        self.model, self.reloaded_from_disk = _Recorder(), 0
+
+    def reload_weights(self) -> None:
+        self.reloaded_from_disk += 1
+
+
+class _RunnerWithLayerwiseReload:
+    """From the layerwise reload on (0.30 and later): ``reload_weights(weights_iterator=...)`` loads given tensors."""
+
+    def __init__(self):
+        self.model, self.reloaded = _Recorder(), None
+
+    def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True) -> None:
+        self.reloaded = dict(weights_iterator)
+
+
+def _in_process(eng, runner):
+    eng.llm.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
+        worker=SimpleNamespace(model_runner=runner))))
+
+
+@pytest.mark.parametrize("runner_cls", [_RunnerBeforeLayerwiseReload, _RunnerWithLayerwiseReload])
+def test_sync_weights_with_either_form_of_reload_weights(tiny_tokenizer, runner_cls):
+    model = make_model(tiny_tokenizer)
+    eng = _fake_engine(tiny_tokenizer)
+    runner = runner_cls()
+    _in_process(eng, runner)
+    eng.sync_weights(model)
+    if runner_cls is _RunnerWithLayerwiseReload:
+        assert runner.reloaded.keys() == model.state_dict().keys() and runner.model.loaded is None
+    else:  # the tensors go through the model's load_weights; nothing is re-read from disk
+        assert runner.model.loaded.keys() == model.state_dict().keys() and runner.reloaded_from_disk == 0
+        close(runner.model.loaded["model.norm.weight"], model.model.norm.weight)
+
+
+class _FakeVLLM:
+    """A stand-in ``vllm`` module whose ``LLM`` runs its workers elsewhere, as vLLM's engine-core process does: a
+    ``collective_rpc`` function crosses by msgpack, which (0.10 era) refuses a function unless
+    VLLM_ALLOW_INSECURE_SERIALIZATION=1; a method name is looked up on a worker whose class vLLM extended with
+    ``worker_extension_cls`` (resolved by its qualified name)."""
+
+    @dataclass
+    class EngineArgs:
+        model: str = ""
+        worker_extension_cls: str = ""
+
+    SamplingParams = SimpleNamespace
+
+    def __init__(self):
+        fake = self
+
+        class LLM(FakeLLM):
+            def __init__(self, **kwargs):
+                super().__init__()
+                fake.kwargs = kwargs
+                base = type("Worker", (), {})
+                ext = kwargs.get("worker_extension_cls")
+                if ext:
+                    import importlib
+
+                    module, _, name = ext.rpartition(".")
+                    base = type("Worker", (base, getattr(importlib.import_module(module), name)), {})
+                self.worker = base()
+                self.worker.model_runner = _RunnerBeforeLayerwiseReload()
+
+            def collective_rpc(self, method, args=()):
+                if callable(method) and os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION") != "1":
+                    raise TypeError("Object of type <class 'function'> is not serializable. Set "
+                                    "VLLM_ALLOW_INSECURE_SERIALIZATION=1 to allow fallback to pickle-based "
+                                    "serialization.")
+                args = [[list(pair) for pair in a] for a in args]  # msgpack hands tuples over as lists
+                fn = getattr(self.worker, method) if isinstance(method, str) else functools.partial(method,
+                                                                                                  self.worker)
+                return [fn(*args)]
+
+        self.LLM = LLM
+
+
+def test_sync_weights_across_processes_calls_a_worker_method_by_name(tiny_tokenizer, monkeypatch):
+    """The engine builds its LLM with rlvr's worker extension and calls its method by name: no function is
+    serialised, so it works without VLLM_ALLOW_INSECURE_SERIALIZATION (0.10-era releases) and with it."""
+    from rlvr.engines.vllm import WORKER_EXTENSION
+
+    fake = _FakeVLLM()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.delenv("VLLM_ALLOW_INSECURE_SERIALIZATION", raising=False)
+    model = make_model(tiny_tokenizer)
+    eng = VLLMEngine("/some/model", tokenizer=tiny_tokenizer)
+    assert fake.kwargs["worker_extension_cls"] == WORKER_EXTENSION and eng._inprocess_runner() is None
+    eng.sync_weights(model)
+    loaded = eng.llm.worker.model_runner.model.loaded
+    assert loaded.keys() == model.state_dict().keys()
+    close(loaded["model.norm.weight"], model.model.norm.weight)
+
+
+def test_an_llm_built_elsewhere_gets_the_function_or_says_what_it_needs(tiny_tokenizer, monkeypatch):
+    llm = _FakeVLLM().LLM()  # no worker extension
+    eng = VLLMEngine(tokenizer=tiny_tokenizer, llm=llm, sampling_params_cls=SimpleNamespace)
+    monkeypatch.delenv("VLLM_ALLOW_INSECURE_SERIALIZATION", raising=False)
+    with pytest.raises(RuntimeError, match="worker_extension_cls=.*VLLM_ALLOW_INSECURE_SERIALIZATION=1"):
+        eng.sync_weights(make_model(tiny_tokenizer))
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    model = make_model(tiny_tokenizer)
+    eng.sync_weights(model)
+    assert llm.worker.model_runner.model.loaded.keys() == model.state_dict().keys()
 
 
 def test_sleep_between_steps(tiny_tokenizer):

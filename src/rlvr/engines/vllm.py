@@ -28,7 +28,11 @@ checkpoint names onto vLLM's fused layers):
   (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the co-located setup): the model object
   is reached directly and loads the tensors without a copy through IPC;
 * otherwise through ``LLM.collective_rpc`` (every worker, tensor-parallel ranks
-  included, loads the full state dict; vLLM's loaders shard it);
+  included, loads the full state dict; vLLM's loaders shard it).  The call names a method,
+  ``rlvr_load_weights``, that :class:`WeightSyncExtension` adds to vLLM's workers (the engine builds
+  its ``LLM`` with ``worker_extension_cls``), so no Python function is serialised: vLLM releases of
+  the 0.10 era refuse to send one unless ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``.  An ``LLM`` built
+  elsewhere (``llm=``) gets a function, as vLLM then needs;
 * across machines the Ray backend (``rlvr.distributed``) puts the state dict in
   Ray's object store once and each rollout actor calls ``load_state_dict`` on it.
   An NCCL broadcast (as in vLLM's RLHF example) is the faster route for big
@@ -57,7 +61,7 @@ from rlvr.engines.hf import format_prompt, with_prefixes
 from rlvr.types import Problem, Sample
 
 __all__ = ["VLLMEngine", "import_vllm", "completion_text", "outputs_to_samples", "group_completions",
-           "vllm_sampling_kwargs", "plain_state_dict", "VLLM_MISSING"]
+           "vllm_sampling_kwargs", "plain_state_dict", "VLLM_MISSING", "WeightSyncExtension", "WORKER_EXTENSION"]
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +198,9 @@ class VLLMEngine:
             ``enforce_eager``, ...).
     """
 
+    weight_rpc: str | None = None
+    """The workers' method that loads weights (``collective_rpc`` by name), None to send a function instead."""
+
     def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, *, system_prompt: str | None = None,
                  gpu_memory_utilization: float = 0.5, tensor_parallel_size: int = 1, dtype: str = "auto",
                  enable_sleep_mode: bool = False, sleep_between_steps: bool = False,
@@ -221,6 +228,9 @@ class VLLMEngine:
                     kwargs["logprobs_mode"] = logprobs_mode
                 else:
                     log.warning("this vLLM has no logprobs_mode option: sampler log-probs are those at T=1")
+            if "worker_extension_cls" not in kwargs and _supports(vllm.EngineArgs, "worker_extension_cls"):
+                kwargs["worker_extension_cls"] = WORKER_EXTENSION
+                self.weight_rpc = WEIGHT_RPC
             llm = vllm.LLM(**kwargs)
         self.llm = llm
         self.tokenizer = tokenizer
@@ -306,8 +316,16 @@ class VLLMEngine:
         runner = self._inprocess_runner()
         if runner is not None:
             _load_into_runner(runner, weights)
-        else:
-            self.llm.collective_rpc(_load_weights_on_worker, args=([(k, v.cpu()) for k, v in weights],))
+        elif self.weight_rpc is not None:  # a method of every worker (WeightSyncExtension), called by name
+            self.llm.collective_rpc(self.weight_rpc, args=([(k, v.cpu()) for k, v in weights],))
+        else:  # an LLM built elsewhere: send the function (vLLM may need VLLM_ALLOW_INSECURE_SERIALIZATION=1)
+            try:
+                self.llm.collective_rpc(_load_weights_on_worker, args=([(k, v.cpu()) for k, v in weights],))
+            except TypeError as e:
+                raise RuntimeError(
+                    f"vLLM could not send the weight-loading function to its workers ({e}): build the LLM with "
+                    f"worker_extension_cls={WORKER_EXTENSION!r} (VLLMEngine does when it builds it), or set "
+                    "VLLM_ALLOW_INSECURE_SERIALIZATION=1 before building it") from e
         reset = getattr(self.llm, "reset_prefix_cache", None)
         if reset is not None:  # cached prefixes were computed with the old weights
             reset()
@@ -343,16 +361,28 @@ class VLLMEngine:
             self.sleeping = False
 
 
+def _takes_weights(reload_weights) -> bool:
+    """Whether a runner's ``reload_weights`` loads given tensors (``weights_iterator=``, vLLM's layerwise reload of
+    2026) rather than re-reading the model's files (its earlier form, ``reload_weights()``)."""
+    import inspect
+
+    try:
+        return "weights_iterator" in inspect.signature(reload_weights).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _load_into_runner(runner, weights: list[tuple[str, torch.Tensor]]) -> None:
     """Load HF-named tensors into one vLLM model runner.
 
-    vLLM >= 0.30 post-processes weights after loading (fused layouts, dropped
-    loader hooks) and offers ``reload_weights`` for in-place updates; older
-    versions load straight through the model's ``load_weights``.
+    vLLM from its layerwise reload on (0.30 and later) post-processes weights after loading (fused layouts,
+    dropped loader hooks) and loads new tensors in place through the runner's ``reload_weights(weights_iterator=)``;
+    before it (the 0.10 era) ``reload_weights()`` takes no tensors (it re-reads the files) and the model's own
+    ``load_weights`` loads them.
     """
     device = next(runner.model.parameters()).device
     moved = [(k, v.to(device)) for k, v in weights]
-    if hasattr(runner, "reload_weights"):
+    if _takes_weights(getattr(runner, "reload_weights", None)):
         runner.reload_weights(weights_iterator=iter(moved))
     else:
         runner.model.load_weights(weights=iter(moved))
@@ -360,5 +390,19 @@ def _load_into_runner(runner, weights: list[tuple[str, torch.Tensor]]) -> None:
 
 def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
     """Run inside each vLLM worker by ``collective_rpc``: load HF-named tensors into its model (shard)."""
-    _load_into_runner(worker.model_runner, weights)
+    _load_into_runner(worker.model_runner, [(k, v) for k, v in weights])
     return 1
+
+
+class WeightSyncExtension:
+    """Methods vLLM adds to each of its workers (``worker_extension_cls``), called by name through
+    ``collective_rpc``: nothing but the name and the tensors crosses the process boundary."""
+
+    def rlvr_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
+        """Load HF-named tensors (pairs; msgpack may hand them over as lists) into this worker's model (shard)."""
+        return _load_weights_on_worker(self, weights)
+
+
+WORKER_EXTENSION = f"{__name__}.WeightSyncExtension"
+"""``worker_extension_cls`` of the ``LLM`` a :class:`VLLMEngine` builds."""
+WEIGHT_RPC = "rlvr_load_weights"

@@ -45,8 +45,8 @@ import math
 import pytest
 import torch
 
-from rl_harness import (RecordingSGD, assert_grads_close, completion_mask, grads_of, learner_logprobs, recipe,
-                        rollouts, samples, tiny, whiten)
+from rl_harness import (RecordingSGD, assert_grads_close, completion_mask, grads_of, learner_logprobs, perturb,
+                        recipe, rollouts, samples, tiny, whiten)
 from rlvr.algorithms import ADVANTAGE_ESTIMATORS, POLICY_LOSSES
 from rlvr.learner.batching import completion_start
 
@@ -201,8 +201,11 @@ ESTIMATORS = {  # name -> (config overrides, reference)
 
 
 # --------------------------------------------------------------------------- the recipe, instrumented
-def run(tmp_path, *overrides, lr=0.5, prepare=None, rewards=REWARDS, completions=COMPLETIONS):
-    """Set a recipe up, give it recording SGD, score the rollouts and learn; returns what the reference needs."""
+def run(tmp_path, *overrides, lr=0.5, prepare=None, rewards=REWARDS, completions=COMPLETIONS, sampler=None,
+        off_policy=()):
+    """Set a recipe up, give it recording SGD, score the rollouts and learn; returns what the reference needs.
+    ``prepare(recipe)`` runs before (e.g. moves the reference away from the policy), ``sampler(samples)`` may change
+    the samples' sampler log-probs (the model's own by default)."""
     tok, model = tiny()
     r = recipe(tmp_path, tok, model, f"rollout.group_size={G}", f"train.prompts_per_step={len(rewards) // G}",
                "train.max_grad_norm=0", *overrides)
@@ -211,7 +214,10 @@ def run(tmp_path, *overrides, lr=0.5, prepare=None, rewards=REWARDS, completions
     r.optimizer = RecordingSGD([p for p in model.parameters() if p.requires_grad], lr)
     if r.critic is not None:
         r.critic_optimizer = RecordingSGD(list(r.critic.parameters()), lr)
-    scored = r.advantages(rollouts(samples(tok, completions, model=model), rewards))
+    sample_list = samples(tok, completions, model=model, off_policy=off_policy)
+    if sampler is not None:
+        sampler(sample_list)
+    scored = r.advantages(rollouts(sample_list, rewards))
     before = copy.deepcopy(model), (copy.deepcopy(r.critic) if r.critic is not None else None)
     out = r.learn(0, scored)
     return r, scored, out, before
@@ -232,11 +238,12 @@ def ppo_clip_token_mean(logp, old, adv, m, eps_low=0.2, eps_high=0.2):
     return -(obj * m).sum() / m.sum()
 
 
-def entropy_reference(model, b):
-    """H_t = -sum_v p_v log p_v of the policy at every completion token (temperature 1)."""
+def entropy_reference(model, b, grad=False):
+    """H_t = -sum_v p_v log p_v of the policy at every completion token (temperature 1); with ``grad``, with the
+    autograd graph."""
     start = completion_start(b)
     pos = (b.attention_mask.cumsum(-1) - 1).clamp(min=0)
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos).logits
     logp = torch.log_softmax(logits[:, start - 1:-1].float(), -1)
     return -(logp.exp() * logp).sum(-1) * completion_mask(b)
@@ -503,3 +510,200 @@ def test_entropy_control_loss_through_the_recipe_with_mini_batches_matches_its_p
             for p, g in zip(params, want):
                 p.sub_(lr * g)
     assert acted[0] if name == "clip_cov" else acted == [False, True]
+
+
+# --------------------------------------------------------------------------- the terms beside the policy loss
+def aggregate(per_token, m, agg, max_len=None):
+    """The four loss aggregations, written out: DAPO's token mean (Yu et al. 2025, Eq. 12); GRPO's mean over
+    sequences of token means (Shao et al. 2024, Eq. 3); the mean over sequences of token sums; Dr. GRPO's token sum
+    over the constant B x max_new_tokens (Liu et al. 2025, Sec. 3.2)."""
+    B = per_token.shape[0]
+    if agg == "token_mean":
+        return (per_token * m).sum() / m.sum()
+    if agg == "seq_mean_token_mean":
+        return ((per_token * m).sum(-1) / m.sum(-1)).sum() / B
+    if agg == "seq_mean_token_sum":
+        return (per_token * m).sum() / B
+    assert agg == "seq_mean_token_sum_norm"
+    return (per_token * m).sum() / (B * max_len)
+
+
+def pg_at_ratio_one(logp, adv, m, agg, max_len=None):
+    """The PPO surrogate at the first optimizer step (ratio exp(logp - sg[logp]) = 1, nothing clipped), aggregated."""
+    ratio = torch.exp(logp - logp.detach())
+    a = adv if adv.dim() == 2 else adv[:, None].expand_as(logp)
+    return aggregate(-ratio * a, m, agg, max_len)
+
+
+def kl_reference(logp, ref_logp, kind):
+    """Schulman (2020), "Approximating KL divergence", with x = log pi_ref(y_t) - log pi(y_t) on tokens drawn from
+    pi: k1 = -x, k2 = x^2 / 2, k3 = e^x - 1 - x (GRPO's, Shao et al. 2024, Eq. 4)."""
+    x = ref_logp - logp
+    return {"k1": -x, "k2": 0.5 * x ** 2, "k3": torch.exp(x) - 1 - x}[kind]
+
+
+def _reference_away(r):
+    """Move the reference off the policy, so the KL (and its gradient) is not 0 at the first step."""
+    perturb(r.ref_model, scale=0.1, seed=2)
+
+
+@pytest.mark.parametrize("agg, kind", [("token_mean", "k3"), ("seq_mean_token_mean", "k3"),
+                                       ("seq_mean_token_sum", "k2"), ("seq_mean_token_sum_norm", "k1")])
+def test_kl_loss_term_through_the_recipe_matches_grpo(tmp_path, agg, kind):
+    """GRPO's KL term (Shao et al. 2024, Eq. 3): loss = policy term + beta agg(KL_t), the KL estimate of every
+    completion token aggregated like the policy term (``algorithm.loss_agg``), the reference moved off the policy;
+    micro-batches of 3: the logged loss is still the objective."""
+    beta, L = 0.5, 8
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.skip_zero_advantage=false", "train.micro_batch_size=3",
+                                      f"algorithm.loss_agg={agg}", f"algorithm.kl_coef={beta}",
+                                      f"algorithm.kl_estimator={kind}", f"rollout.max_new_tokens={L}",
+                                      prepare=_reference_away)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(REWARDS))
+    logp = learner_logprobs(model0, b)
+    with torch.no_grad():
+        ref_logp = learner_logprobs(r.ref_model, b)
+    kl_term = aggregate(kl_reference(logp, ref_logp, kind) * m, m, agg, L)
+    assert abs(float(kl_term)) > 1e-3
+    loss = pg_at_ratio_one(logp, adv, m, agg, L) + beta * kl_term
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+def test_drgrpo_loss_through_the_recipe_matches_its_paper(tmp_path):
+    """Dr. GRPO (Liu et al. 2025, Sec. 3.2): advantages r_i - mean(r), and the loss's token sum divided by a constant,
+    B x rollout.max_new_tokens (= 8 x 12), not by the tokens or the lengths; micro-batches of 3."""
+    L = 12
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.advantage=drgrpo", "algorithm.skip_zero_advantage=false",
+                                      "algorithm.loss_agg=seq_mean_token_sum_norm", f"rollout.max_new_tokens={L}",
+                                      "train.micro_batch_size=3")
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_drgrpo(torch.tensor(REWARDS))
+    torch.testing.assert_close(scored.advantages, adv)
+    logp = learner_logprobs(model0, b)
+    loss = -(torch.exp(logp - logp.detach()) * adv[:, None] * m).sum() / (len(REWARDS) * L)
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-7)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+@pytest.mark.parametrize("name", ["grpo", "reinforce_pp"])
+def test_kl_in_reward_through_the_recipe_matches_its_paper(tmp_path, name):
+    """The KL penalty in the reward (Ouyang et al. 2022, Eq. 2; REINFORCE++, Hu 2025, Sec. 3), reference moved off
+    the policy: k1_t = log pi_old(y_t) - log pi_ref(y_t) with pi_old the learner before the step.  GRPO: the
+    advantage of r_i - beta sum_t k1_t; REINFORCE++: the whitened returns of r_{i,t} = 1[t = last] r_i - beta k1_t."""
+    beta = 0.5
+    r, scored, out, (model0, _) = run(tmp_path, f"algorithm.advantage={name}", "algorithm.kl_in_reward=true",
+                                      f"algorithm.kl_coef={beta}", "algorithm.skip_zero_advantage=false",
+                                      "train.micro_batch_size=16", prepare=_reference_away)
+    b = scored.batch
+    m = completion_mask(b)
+    with torch.no_grad():
+        k1 = (learner_logprobs(model0, b) - learner_logprobs(r.ref_model, b)) * m
+    assert float(k1.sum(-1).abs().min()) > 1e-3
+    rewards = torch.tensor(REWARDS)
+    if name == "grpo":
+        want = ref_grpo(rewards - beta * k1.sum(-1))
+    else:
+        last = (m.cumsum(-1) == m.sum(-1, keepdim=True)) & m.bool()
+        returns = (rewards[:, None] * last - beta * k1).flip(-1).cumsum(-1).flip(-1) * m
+        want = whiten(returns, m)
+    got = token_advantages(scored)
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-4, atol=1e-5)
+    logp = learner_logprobs(model0, b)
+    loss = ppo_clip_token_mean(logp, logp.detach(), want.float(), m)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean"])
+def test_entropy_bonus_through_the_recipe_matches_its_paper(tmp_path, agg):
+    """The entropy bonus (Williams & Peng 1991; Mnih et al. 2016, Eq. 5 with its sign for a loss): loss = policy term
+    - c agg(H_t), H_t the policy's entropy at each completion token, so the step raises the entropy."""
+    c = 0.05
+    r, scored, out, (model0, _) = run(tmp_path, f"algorithm.entropy_coef={c}", f"algorithm.loss_agg={agg}",
+                                      "train.micro_batch_size=3")
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(REWARDS))
+    logp = learner_logprobs(model0, b)
+    loss = pg_at_ratio_one(logp, adv, m, agg) - c * aggregate(entropy_reference(model0, b, grad=True), m, agg)
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+def test_ppo_clip_higher_through_the_recipe_with_mini_batches_matches_its_paper(tmp_path):
+    """DAPO's decoupled clip (Yu et al. 2025, Eq. 10) with eps_low = 0.2, eps_high = 1: two mini-batches; the second
+    repeats a correct completion of the first (its ratio has risen past 1 + eps_low, below 1 + eps_high: not clipped)
+    and a wrong one (its ratio has fallen below 1 - eps_low: clipped)."""
+    lo, hi, lr = 0.2, 1.0, 4.0
+    completions = ["ab", "cdefgh", "ijk", "lmnopq", "ab", "tuvw", "ijk", "0123"]
+    rewards = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.mini_batches=2", f"algorithm.clip_high={hi}",
+                                      "train.micro_batch_size=16", lr=lr, rewards=rewards, completions=completions)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(rewards))
+    with torch.no_grad():
+        old = learner_logprobs(model0, b)
+    params = [p for p in model0.parameters() if p.requires_grad]
+    for step, rows in enumerate(([0, 1, 2, 3], [4, 5, 6, 7])):
+        logp = learner_logprobs(model0, b)
+        loss = ppo_clip_token_mean(logp[rows], old[rows], adv[rows], m[rows], lo, hi)
+        want = grads_of(loss, model0)
+        assert_grads_close(r.optimizer.seen[step], want, rtol=5e-4, atol=5e-6)
+        with torch.no_grad():
+            for p, g in zip(params, want):
+                p.sub_(lr * g)
+    ratio = torch.exp(logp[rows] - old[rows]).detach()
+    a, counted = adv[rows][:, None], m[rows].bool()
+    assert bool(((a > 0) & (ratio > 1 + lo) & (ratio < 1 + hi) & counted).any())  # clip-higher lets it through
+    assert bool(((a < 0) & (ratio < 1 - lo) & counted).any())  # the lower clip stops it
+
+
+def test_importance_weights_through_the_recipe_match_tis(tmp_path):
+    """TIS (Yao et al. 2025): the per-token loss times w_t = min(pi_old(y_t) / mu(y_t), C), mu the sampler, C = 1.5.
+    Samples 0, 2, 4, 6 were drawn with log-probs 1 below the learner's (w = min(e, 1.5) = 1.5: truncated), the others
+    with log-probs 0.3 above (w = e^-0.3)."""
+    shift = [-1.0 if i % 2 == 0 else 0.3 for i in range(len(REWARDS))]
+
+    def sampler(sample_list):
+        for s, d in zip(sample_list, shift):
+            s.logprobs[:] = [lp + d for lp in s.logprobs]
+
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.is_correction=tis", "algorithm.is_params={cap: 1.5}",
+                                      "algorithm.skip_zero_advantage=false", sampler=sampler)
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(REWARDS))
+    w = torch.tensor([min(math.exp(-d), 1.5) for d in shift])[:, None]
+    logp = learner_logprobs(model0, b)
+    loss = -(w * torch.exp(logp - logp.detach()) * adv[:, None] * m).sum() / m.sum()
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+def test_luffy_demonstration_with_a_kl_term_through_the_recipe_matches_its_paper(tmp_path):
+    """LUFFY's mixed-policy loss (Yan et al. 2025, Eq. 6 with the shaping of Eq. 8) beside GRPO's KL term: sample 3 is
+    a demonstration (off-policy: no sampler, behaviour probability 1).  Token mean over every counted token of
+    -r_t A_i + beta k3_t on the policy's own tokens and -f(p_t) A_i, f(p) = p / (p + 0.1), on the demonstration's:
+    a demonstration was not sampled from pi, so the KL estimator does not apply to it and it has no KL term."""
+    beta = 0.5
+    r, scored, out, (model0, _) = run(tmp_path, "guidance.demonstrations=true", f"algorithm.kl_coef={beta}",
+                                      "algorithm.skip_zero_advantage=false", "train.micro_batch_size=3",
+                                      prepare=_reference_away, off_policy=(3,))
+    b = scored.batch
+    m = completion_mask(b)
+    adv = ref_grpo(torch.tensor(REWARDS))[:, None]
+    logp = learner_logprobs(model0, b)
+    with torch.no_grad():
+        ref_logp = learner_logprobs(r.ref_model, b)
+    demo = torch.zeros(len(REWARDS), 1, dtype=torch.bool)
+    demo[3] = True
+    p = logp.exp()
+    on = -torch.exp(logp - logp.detach()) * adv + beta * kl_reference(logp, ref_logp, "k3")
+    per_token = torch.where(demo, -p / (p + 0.1) * adv, on)
+    loss = (per_token * m).sum() / m.sum()
+    assert float((kl_reference(logp, ref_logp, "k3") * m)[3].sum()) > 1e-3  # a KL on the demo would move the loss
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))

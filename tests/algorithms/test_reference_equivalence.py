@@ -434,9 +434,9 @@ def test_policy_loss_through_the_recipe_with_mini_batches_matches_its_paper(tmp_
     assert acted == [False, True], (acted, losses)
     assert len(r.optimizer.seen) == 2
     # the reported loss is the batch's objective: the token-weighted mean of the two steps' losses for a token mean,
-    # the sequence-weighted one (4 and 4 sequences) for GSPO's and TOPR's sequence means
+    # the sequence-weighted one (4 and 4 sequences) for the sequence means of GSPO, TOPR and SAPO
     n = m.sum(-1).tolist()
-    w = (sum(n[:4]), sum(n[4:])) if name in ("ppo_clip", "dual_clip") else (4, 4)
+    w = (sum(n[:4]), sum(n[4:])) if name in ("ppo_clip", "dual_clip", "cispo") else (4, 4)
     assert out["loss"] == pytest.approx((losses[0] * w[0] + losses[1] * w[1]) / sum(w), rel=1e-4)
     assert math.isfinite(out["grad_norm"])
 

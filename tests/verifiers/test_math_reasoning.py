@@ -1,6 +1,6 @@
 """Reasoning-model output: a ``<think>`` block is never the answer, a self-correction is
 judged on its final answer, a hedge (several answers offered at once) is refused, and
-a list of guesses separated by "wait" earns only what its last guess earns."""
+a list of guesses separated by "wait" (the answer changing more than once) earns nothing."""
 
 from __future__ import annotations
 
@@ -114,14 +114,18 @@ _PLAIN = [" or ", ", ", " and ", "\n", " maybe "]
        gold=st.integers(0, 9))
 def test_a_list_of_guesses_earns_what_its_final_attempt_earns(values, seps, gold):
     """Boxes joined by markers or plain separators: the reward is 1 exactly when the final
-    attempt (the boxes after the last marker) holds the gold and nothing else."""
+    attempt (the boxes after the last marker) holds the gold and nothing else, and the answer
+    changed at most once from one attempt to the next (one correction; more is a list of guesses)."""
     verify = get_verifier("math")
     text = f"\\boxed{{{values[0]}}}"
-    last_marker = 0
-    for k, (value, sep) in enumerate(zip(values[1:], seps), start=1):
+    attempts = [[values[0]]]
+    for value, sep in zip(values[1:], seps):
         text += sep + f"\\boxed{{{value}}}"
         if sep in _MARKERS:
-            last_marker = k
-    final = set(values[last_marker:])
+            attempts.append([value])
+        else:
+            attempts[-1].append(value)
+    sets = [set(a) for a in attempts]
+    changes = sum(a != b for a, b in zip(sets, sets[1:]))
     v = verify(text, str(gold))
-    assert v.correct == (final == {gold}), (text, gold, v)
+    assert v.correct == (sets[-1] == {gold} and changes <= 1), (text, gold, v)

@@ -16,6 +16,7 @@ importing worker processes.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
@@ -27,9 +28,12 @@ __all__ = ["verify_batch", "iter_verify"]
 _WORKER_VERIFIER: Any = None
 
 
-def _init_worker(name: str, options: dict[str, Any]) -> None:
+def _init_worker(name: str, options: dict[str, Any], owner: int | None = None) -> None:
     global _WORKER_VERIFIER
     import rlvr.verifiers  # noqa: F401 - registers the built-in verifiers
+    from rlvr.verifiers.math.sandbox import die_with_parent
+
+    die_with_parent(owner)  # a pool worker never outlives the process that started the pool
 
     _WORKER_VERIFIER = get_verifier(name, **options)
 
@@ -73,7 +77,7 @@ def iter_verify(verifier: str, completions: Sequence[Any], references: Sequence[
 
     chunks = [pairs[i:i + chunksize] for i in range(0, len(pairs), chunksize)]
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp_context(), initializer=_init_worker,
-                             initargs=(verifier, opts)) as pool:
+                             initargs=(verifier, opts, os.getpid())) as pool:
         for chunk in pool.map(_run_chunk, chunks):
             for score, extracted, reason in chunk:
                 yield Verdict(score, extracted, reason)

@@ -1,13 +1,18 @@
 """The ``math`` verifier: is the final answer of a completion equal to a reference?
 
-Three layers, like HF Math-Verify, each a small module:
+Layers, like HF Math-Verify, each a small module:
 
-* :mod:`.extract` finds the answer (last ``\\boxed{}``, "final answer is",
-  ``####``, "the answer is", last number) after any ``<think>`` block (never in it),
-  judges a self-correction on its final attempt and rejects hedged or retracted
-  answers (the rules are in its docstring);
-* :mod:`.normalize` cleans it (units, ``\\text{}``, degrees, thousands separators,
-  repeating decimals, mixed numbers, scientific notation, ``x = 3``...);
+* :mod:`.extract` finds where answers are written (``\\boxed{}``, "final answer is",
+  ``####``, "the answer is", math spans, numbers) after any thought block of any model
+  family (never in it);
+* :mod:`.choose` decides which of them is the response's final answer: attempts split
+  by corrections (one correction is honoured, a list of guesses is a hedge), the
+  alternatives an answer offers (several different values earn nothing), a retraction,
+  a response cut off at the token limit (the rules are in its docstring and in
+  ``docs/rewards.md``, "How a response's final answer is chosen");
+* :mod:`.normalize` and :mod:`.units` clean it (``\\text{}``, degrees, thousands
+  separators, repeating decimals, mixed numbers, scientific notation, ``x = 3``,
+  unicode; scale words and units are part of the value, never dropped silently);
 * :mod:`.compare` decides equality: cheap exact rules first, then math-verify /
   latex2sympy2_extended / sympy, run in a killable worker (:mod:`.sandbox`) so
   that no input can overrun the time limit.  Infinity, NaN and overflow never equal
@@ -20,7 +25,9 @@ package ships; ``benchmarks/gold_crossmatch.py`` compares the golds with each ot
 
 ``get_verifier("math", strictness=..., tolerance=..., timeout=...)`` builds one;
 the callable never raises and never blocks longer than about ``timeout`` seconds
-(plus worker start-up on the first symbolic check).
+(plus worker start-up on the first symbolic check): extraction is linear in the
+response length, and a response longer than :data:`INLINE_CHARS` is read and checked
+whole inside the worker, under the same hard limit.
 """
 
 from __future__ import annotations
@@ -31,23 +38,32 @@ from typing import Any, Callable
 
 from rlvr.types import Verdict
 from rlvr.verifiers.base import Verifier, register_verifier
-from rlvr.verifiers.math.compare import quick_compare, symbolic_compare
+from rlvr.verifiers.math.choose import MAX_ALTERNATIVES, Choice, choose_answer, has_variables
+from rlvr.verifiers.math.compare import _CHOICE_GOLD_RE, quick_compare, symbolic_compare
 from rlvr.verifiers.math.extract import (
     STRICTNESS,
-    boxed_spans,
+    THOUGHT_BLOCKS,
     Extraction,
+    boxed_spans,
     extract_answer,
     find_hedge,
-    find_retraction,
     is_prose,
     latex_spans,
+    outermost,
+    thought_blocks,
 )
-from rlvr.verifiers.math.normalize import clean, not_an_answer, split_relation
+from rlvr.verifiers.math.normalize import (clean, clean_parts, not_an_answer, scale, split_relation, squash,
+                                          to_number)
 from rlvr.verifiers.math.sandbox import Sandbox
+from rlvr.verifiers.math.units import convert, exact_text
 
-__all__ = ["math_verifier", "extract_answer", "Extraction", "STRICTNESS", "get_sandbox"]
+__all__ = ["math_verifier", "extract_answer", "choose_answer", "Choice", "Extraction", "STRICTNESS", "THOUGHT_BLOCKS",
+           "get_sandbox", "INLINE_CHARS"]
 
 MAX_ANSWER_CHARS = 2000
+INLINE_CHARS = 50_000
+"""Responses longer than this are read and checked inside the sandbox worker, so that their
+extraction counts against the hard ``timeout`` too (shorter ones take milliseconds in-process)."""
 _SANDBOX: Sandbox | None = None
 _TOP_COMMA_RE = re.compile(r",|;|\\text\s*\{\s*(?:or|and)\s*\}|\b(?:or|and)\b")
 _CONNECTIVES_RE = re.compile(r"[\s,;.]*(?:(?:\b(?:or|and)\b|[,;])[\s,;.]*)*", re.IGNORECASE)
@@ -114,8 +130,7 @@ def unescape_commands(s: str) -> str:
 def _boxes_form_a_list(s: str) -> bool:
     """Several boxes in a reference read as one list answer when only delimiters or a
     list word stand between them (``\\boxed{1}\\boxed{2}``, ``\\(\\boxed{1}\\) and \\(\\boxed{-2}\\)``)."""
-    spans = boxed_spans(s)
-    outer = [sp for sp in spans if not any(o[0] < sp[0] and sp[1] < o[1] for o in spans)]
+    outer = outermost(boxed_spans(s))
     for (_, e), (b, _) in zip(outer, outer[1:]):
         between = s[e + 1:b].rsplit("\\", 1)[0] if "\\" in s[e + 1:b] else s[e + 1:b]
         between = between if not s[e + 1:b].rstrip().endswith(("boxed", "fbox")) else s[e + 1:b][:s[e + 1:b].rfind("\\")]
@@ -126,6 +141,41 @@ def _boxes_form_a_list(s: str) -> bool:
 
 def _list_like(s: str) -> bool:
     return bool(_TOP_COMMA_RE.search(s))
+
+
+_PM_RE = re.compile(r"\\pm(?![a-zA-Z])")
+
+
+def _expand_pm(s: str) -> list[str]:
+    """``a \\pm b`` -> ``[a + b, a - b]``, ``\\pm 3`` -> ``[3, -3]`` (one top-level ``\\pm``), else ``[s]``."""
+    hits = list(_PM_RE.finditer(s))
+    if len(hits) != 1:
+        return [s]
+    a, b = s[:hits[0].start()].strip(), s[hits[0].end():].strip()
+    if not b:
+        return [s]
+    lead = re.match(r"^(.*?=)\s*$", a)  # "x = \pm 3"
+    if not a or lead:
+        prefix = lead.group(1) + " " if lead else ""
+        return [prefix + b, prefix + "-" + (b if re.fullmatch(r"[\w.\\{}^]+", b) else "(" + b + ")")]
+    return [f"{a} + {b}", f"{a} - ({b})"]
+
+
+def _values_of(s: str) -> list[str]:
+    """The values a multi-valued answer lists: top-level ``,``/``;``/or/and parts, each ``\\pm`` expanded."""
+    from rlvr.verifiers.math.choose import split_alternatives
+    from rlvr.verifiers.math.normalize import _top_level
+
+    out: list[str] = []
+    for part in _top_level(s, ",;"):
+        for alt in split_alternatives(part):
+            for x in re.split(r"\\text\s*\{\s*and\s*\}|(?<![A-Za-z\\])and(?![A-Za-z])", alt):
+                out += [v for v in _expand_pm(x.strip()) if v]
+    return out
+
+
+_CHOICE_PREFIX_RE = re.compile(r"^\s*(?:\\(?:textbf|text|mathrm|mathbf|textrm)\s*\{\s*\(\s*[A-J]\s*\)\s*\}"
+                               r"|\(\s*[A-J]\s*\))\s*(?=\S)")
 
 
 def _decimal_commas(g: str, p: str) -> tuple[str, str]:
@@ -143,15 +193,16 @@ def _decimal_commas(g: str, p: str) -> tuple[str, str]:
 @register_verifier("math")
 def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout: float = 5.0,
                   max_chars: int = 200_000, isolate: bool = True,
-                  require_value: bool | str = "auto") -> Verifier:
+                  require_value: bool | str = "auto", thought_blocks: Any = THOUGHT_BLOCKS) -> Verifier:
     """A verifier scoring 1.0 when the completion's final answer equals the reference.
 
     Args:
         strictness: which answer markers count: ``"strict"`` (boxed, "final answer
-            is", ``####``), ``"standard"`` (+ "the answer is"/"Answer:") or
-            ``"lenient"`` (+ the last number in the text).
+            is", ``####``), ``"standard"`` (+ "the answer is"/"Answer:" and the last math
+            span) or ``"lenient"`` (+ the last number in the text).
         tolerance: relative tolerance for numeric answers (exact rationals match exactly).
-        timeout: hard limit in seconds for one symbolic check (a killed worker).
+        timeout: hard limit in seconds for one symbolic check (a killed worker), and for
+            reading and checking a response longer than :data:`INLINE_CHARS`.
         max_chars: longer completions are rejected without being read.
         isolate: run symbolic checks in the worker process (False: in-process,
             no hard time limit; for debugging only).
@@ -167,22 +218,66 @@ def math_verifier(strictness: str = "lenient", tolerance: float = 1e-6, timeout:
             only the tautology and list checks.  Whatever the setting, answers whose
             reference is an expression (``x^2+1``, ``2\\sqrt{2}``) are compared
             symbolically.
+        thought_blocks: the delimiters of thought blocks, which are never the answer: a
+            list of ``[open, close]`` pairs (``[open, close, "paired"]`` when a closing
+            tag counts only after its opening tag); default :data:`THOUGHT_BLOCKS`
+            (``<think>``, ``<thinking>``, ``<reasoning>``, ``<|begin_of_thought|>``,
+            ``\u25c1think\u25b7``, ``<Thought>``, harmony's analysis channel).
 
-    Reasons start with ``match``, ``mismatch``, ``no answer found``, ``hedged``,
-    ``answer retracted``, ``timeout``, ``bad input`` or ``verifier error``.
+    How the final answer is chosen (corrections, hedges, truncation) is :mod:`.choose`'s
+    docstring.  Reasons start with ``match``, ``mismatch``, ``no answer found``,
+    ``hedged``, ``answer retracted``, ``not an answer``, ``timeout``, ``bad input`` or
+    ``verifier error``.
     """
     _check_options(strictness, tolerance, timeout, require_value)
+    blocks = THOUGHT_BLOCKS if thought_blocks is THOUGHT_BLOCKS else _blocks_option(thought_blocks)
     compare = _symbolic_comparer(float(tolerance), float(timeout), isolate)
+    options = (strictness, max_chars, require_value, float(tolerance), float(timeout), blocks)
 
     def math_verify_fn(completion: Any, reference: Any) -> Verdict:
         try:
-            return _score(completion, reference, compare, strictness, max_chars, require_value)
+            if isolate and isinstance(completion, str) and INLINE_CHARS < len(completion) <= max_chars:
+                return _score_in_worker(completion, reference, options)
+            return _score(completion, reference, compare, strictness, max_chars, require_value, blocks)
         except Exception as e:  # noqa: BLE001 - a reward must never crash training
             return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {_short(e, 200)}")
 
     math_verify_fn.strictness = strictness  # type: ignore[attr-defined]
     math_verify_fn.timeout = timeout  # type: ignore[attr-defined]
     return math_verify_fn
+
+
+def _blocks_option(value: Any) -> tuple:
+    """``thought_blocks`` checked, as a hashable tuple of tuples (sent to the worker as is)."""
+    checked = thought_blocks(value)  # raises ValueError naming the bad entry
+    return tuple((o, c, "paired") if paired else (o, c) for o, c, paired in checked)
+
+
+def _score_in_worker(completion: str, reference: Any, options: tuple) -> Verdict:
+    """A long response read and checked whole in the sandbox worker, under the hard ``timeout``."""
+    timeout = options[4]
+    status, value = get_sandbox().call(_score_here, (completion, reference, options), timeout)
+    if status == "timeout":
+        return Verdict(0.0, None, f"timeout: reading and checking a {len(completion)}-character response took over "
+                                  f"{timeout:g}s")
+    if status == "error":
+        return Verdict(0.0, None, f"verifier error: {_short(value, 200)}")
+    return value
+
+
+_WORKER_COMPARERS: dict[float, Callable[[str, str], tuple[bool, str]]] = {}
+
+
+def _score_here(completion: str, reference: Any, options: tuple) -> Verdict:
+    """:func:`_score` with in-process symbolic checks (run inside the worker; module-level so it pickles)."""
+    strictness, max_chars, require_value, tolerance, timeout, blocks = options
+    compare = _WORKER_COMPARERS.get(tolerance)
+    if compare is None:
+        compare = _WORKER_COMPARERS[tolerance] = _symbolic_comparer(tolerance, timeout, False)
+    try:
+        return _score(completion, reference, compare, strictness, max_chars, require_value, blocks)
+    except Exception as e:  # noqa: BLE001
+        return Verdict(0.0, None, f"verifier error: {type(e).__name__}: {_short(e, 200)}")
 
 
 def _check_options(strictness: str, tolerance: float, timeout: float, require_value: bool | str) -> None:
@@ -227,7 +322,7 @@ def _symbolic_comparer(tolerance: float, timeout: float, isolate: bool) -> Calla
 
 
 def _score(completion: Any, reference: Any, compare: Callable[[str, str], tuple[bool, str]], strictness: str,
-           max_chars: int, require_value: bool | str) -> Verdict:
+           max_chars: int, require_value: bool | str, blocks: Any = THOUGHT_BLOCKS) -> Verdict:
     """One completion's verdict against ``reference`` (see :func:`math_verifier`)."""
     gold = _reference_answer(reference)
     if gold is None:
@@ -236,45 +331,153 @@ def _score(completion: Any, reference: Any, compare: Callable[[str, str], tuple[
         return Verdict(0.0, None, f"bad input: completion is {type(completion).__name__}, not str")
     if len(completion) > max_chars:
         return Verdict(0.0, None, f"bad input: completion too long ({len(completion)} > {max_chars} chars)")
-    text = unescape_commands(completion)
-    ex = extract_answer(text, strictness)
-    if ex.answer is None:
-        return Verdict(0.0, None, ex.problem or "no answer found")
-    answer = ex.answer
-    if ex.problem:
-        return Verdict(0.0, answer, ex.problem)
-    retracted = find_retraction(text, ex.end)
-    if retracted:
-        return Verdict(0.0, answer, retracted)
+    text = unescape_commands(completion)  # unicode is read in each answer (normalize.clean), not in the prose
+    choice = choose_answer(text, strictness, blocks)
+    if choice.answer is None:
+        return Verdict(0.0, None, choice.problem or "no answer found")
+    answer = choice.answer
+    if choice.problem:
+        return Verdict(0.0, _short(answer), choice.problem)
     if len(answer) > MAX_ANSWER_CHARS:
         return Verdict(0.0, _short(answer), f"bad input: answer too long ({len(answer)} chars)")
-    g = clean(gold)
-    gold_is_list = _list_like(gold)
-    if not gold_is_list:
-        hedge = find_hedge(answer)
-        if hedge:
-            return Verdict(0.0, answer, hedge)
-    if len(ex.boxes) > 1 and gold_is_list:  # "\\boxed{2} and \\boxed{3}" for the list "2, 3"
-        joined = ", ".join(ex.boxes[-8:])
-        ok, why = compare(g, clean(joined))
+    return _Judge(gold, compare, require_value).verdict(choice)
+
+
+class _Judge:
+    """The verdicts of one response's answers against one reference (each answer checked once)."""
+
+    def __init__(self, gold: str, compare: Callable[[str, str], tuple[bool, str]], require_value: bool | str):
+        self.gold = gold
+        self.g, self.g_unit, self.g_words = clean_parts(gold)
+        self.compare = compare
+        self.require_value = require_value
+        self.multi = _list_like(gold) or bool(_PM_RE.search(self.g))
+        self.choice_gold = bool(_CHOICE_GOLD_RE.fullmatch(squash(self.g)))
+        self.cache: dict[str, tuple[bool, str]] = {}
+
+    def verdict(self, choice: Choice) -> Verdict:
+        answer = choice.answer or ""
+        if len(choice.attempts) > 1:
+            changes = self.changes(choice.attempts)
+            if changes is None or changes > 1:
+                n = f"more than {MAX_ALTERNATIVES}" if changes is None else str(changes)
+                return Verdict(0.0, _short(answer), f"hedged: the answer changes {n} times (a list of guesses, "
+                                                    f"not one correction)")
+        alts = choice.alternatives(formulas=has_variables(self.g))
+        if len(alts) > MAX_ALTERNATIVES:
+            return Verdict(0.0, _short(answer), f"hedged: {len(alts)} different answers offered")
+        if len(alts) == 1:
+            ok, why = self.check(alts[0])
+            return self._verdict(ok, why, alts[0])
+        if self.multi:  # several values for a reference with several: together they must be it
+            joined = ", ".join(alts)
+            ok, why = self.check(joined)
+            if ok:
+                return Verdict(1.0, _short(joined), why + ", alternatives together")
+            if self.same_values(alts):
+                return Verdict(1.0, _short(joined), "match (the alternatives are the reference's values)")
+            return Verdict(0.0, _short(joined), f"mismatch: {_short(joined)} != {_short(self.gold)}")
+        results = [self.check(a) for a in alts]
+        if all(ok for ok, _ in results):
+            return Verdict(1.0, _short(answer), results[-1][1] + f", all {len(alts)} alternatives equal")
+        for ok, why in results:
+            if why.startswith(("timeout", "verifier error")):
+                return Verdict(0.0, _short(answer), why)
+        shown = ", ".join(repr(_short(a, 20)) for a in alts[:4])
+        return Verdict(0.0, _short(answer), f"hedged: different answers offered ({shown})")
+
+    def _verdict(self, ok: bool, why: str, answer: str) -> Verdict:
         if ok:
-            return Verdict(1.0, joined, why + ", boxes together")
-    g, p = _decimal_commas(g, clean(answer))
-    problem = not_an_answer(g, p, require_value, gold_is_list)
-    if problem:
-        return Verdict(0.0, answer, problem)
-    ok, why = compare(g, p)
-    if not ok and not why.startswith(("timeout", "verifier error")) and "=" not in g and "\\approx" not in g:
-        sides = split_relation(p)  # "x = 5+5+1 = 1/3": the value it ends with
-        if len(sides) > 1 and sides[-1]:
-            last_ok, last_why = compare(g, sides[-1])
-            if last_ok:
-                ok, why = last_ok, last_why
-    for other in ex.others[:4]:  # several boxed answers: all must be right, else it is a hedge
-        if ok and not compare(g, clean(other))[0]:
-            return Verdict(0.0, answer, f"hedged: different boxed answers ({_short(other, 30)!r}, {_short(answer, 30)!r})")
-    if ok:
-        return Verdict(1.0, answer, why)
-    if why.startswith(("timeout", "verifier error")):
-        return Verdict(0.0, answer, why)
-    return Verdict(0.0, answer, f"{why}: {_short(answer)} != {_short(gold)}")
+            return Verdict(1.0, _short(answer, 2000), why)
+        if why.startswith(("timeout", "verifier error", "hedged", "not an answer")):
+            return Verdict(0.0, _short(answer, 2000), why)
+        return Verdict(0.0, _short(answer, 2000), f"{why}: {_short(answer)} != {_short(self.gold)}")
+
+    def changes(self, attempts: tuple) -> int | None:
+        """How many times the answer changes from one attempt to the next (None: more than
+        :data:`MAX_ALTERNATIVES`, counted without comparing)."""
+        keys = [frozenset(squash(a) for st in att for a in st.alternatives) for att in attempts]
+        seq = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
+        if len(seq) - 1 > MAX_ALTERNATIVES:
+            return None
+        return sum(not self.same_attempt(attempts[a], attempts[b]) for a, b in zip(seq, seq[1:]))
+
+    def same_attempt(self, a: tuple, b: tuple) -> bool:
+        """Two attempts state the same answer: equal after cleaning, equal numbers, or all equal to the reference."""
+        xs = [x for st in a for x in st.alternatives]
+        ys = [y for st in b for y in st.alternatives]
+        if {squash(clean(x)) for x in xs} == {squash(clean(y)) for y in ys}:
+            return True
+        if len(xs) == len(ys) == 1:
+            nx, ny = to_number(clean(xs[0])), to_number(clean(ys[0]))
+            if nx is not None and ny is not None and nx == ny:
+                return True
+        if len(xs) + len(ys) <= 2 * MAX_ALTERNATIVES:
+            return all(self.check(x)[0] for x in xs + ys)
+        return False
+
+    def same_values(self, alts: list[str]) -> bool:
+        """The alternatives, each ``\\pm`` expanded, are the reference's values (each one matched both ways)."""
+        golds = _values_of(self.g)
+        preds = [v for a in alts for v in _expand_pm(clean(a))]
+        if not 1 < len(golds) <= MAX_ALTERNATIVES or not 1 < len(preds) <= MAX_ALTERNATIVES:
+            return False
+        hits = [[self.compare(*_decimal_commas(clean(g), clean(p)))[0] for p in preds] for g in golds]
+        return all(any(row) for row in hits) and all(any(col) for col in zip(*hits))
+
+    def check(self, answer: str) -> tuple[bool, str]:
+        """``(equal, reason)`` for one value against the reference."""
+        key = squash(answer)
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = self._check(answer)
+        return hit
+
+    def _check(self, answer: str) -> tuple[bool, str]:
+        if len(answer) > MAX_ANSWER_CHARS:
+            return False, f"bad input: answer too long ({len(answer)} chars)"
+        p, p_unit, words = clean_parts(answer)
+        g = self.g
+        if words and squash(p) != squash(g):
+            return False, f"not an answer: {words!r} after the value"
+        g, p, problem = self._units(g, p, p_unit)
+        if problem:
+            return False, problem
+        if not self.multi:
+            hedge = find_hedge(answer)
+            if hedge:
+                return False, hedge
+        if not self.choice_gold:  # "\\textbf{(C)}\\ 27" for 27: the value after the option label
+            p = _CHOICE_PREFIX_RE.sub("", p, count=1)
+        g, p = _decimal_commas(g, p)
+        problem = not_an_answer(g, p, self.require_value, self.multi)
+        if problem:
+            return False, problem
+        ok, why = self.compare(g, p)
+        if not ok and not why.startswith(("timeout", "verifier error")) and "=" not in g and "\\approx" not in g:
+            sides = split_relation(p)  # "x = 5+5+1 = 1/3": the value it ends with
+            if len(sides) > 1 and sides[-1]:
+                last_ok, last_why = self.compare(g, sides[-1])
+                if last_ok:
+                    ok, why = last_ok, last_why
+        return ok, why
+
+    def _units(self, g: str, p: str, p_unit: tuple | None) -> tuple[str, str, str | None]:
+        """Both sides in one unit (see :mod:`.units`): converted when both name one, the unit
+        dropped when only one side names it, except money (a reference without a unit is
+        in dollars: ``25 cents`` is 0.25)."""
+        g_unit = self.g_unit
+        if g_unit is not None and p_unit is not None:
+            if g_unit == p_unit:
+                return g, p, None
+            n = to_number(p)
+            value = convert(n[0], p_unit, g_unit) if n is not None and not n[1] else None
+            if value is None:
+                return g, p, "mismatch: a value in other units" if n is not None else \
+                    "mismatch: an answer in other units that is no plain number"
+            return g, exact_text(value), None
+        if p_unit is not None and p_unit[0] == "money" and p_unit[1] != 1:
+            return g, scale(p, p_unit[1]) or p + " \\text{cents}", None
+        if g_unit is not None and g_unit[0] == "money" and g_unit[1] != 1:
+            return scale(g, g_unit[1]) or g + " \\text{cents}", p, None
+        return g, p, None

@@ -59,6 +59,7 @@ MV_FLOAT_ROUNDING = 12
 """Decimal places math-verify rounds floats to before comparing them (its default, 6,
 makes ``2.9999999`` equal to ``3``)."""
 
+_CHOICE_LABEL_RE = re.compile(r"\(\s*([A-J])\s*\)|(?<![A-Za-z\\])([A-J])(?![A-Za-z])")
 _CHOICE_GOLD_RE = re.compile(r"\(?[A-J]\)?|\\text(?:bf)?\{\(?[A-J]\)?\}")
 # Fast paths for a plain-number reference (the symbolic path gives the same verdicts, slower):
 _INFINITY_RE = re.compile(r"\\infty")
@@ -95,12 +96,17 @@ def decimal_precision(text: str, tolerance: float) -> Decimal | None:
     return half, need is not None and significant_digits(text) >= need
 
 
-def _values(n: Number, dec: Decimal | None) -> list[tuple[Fraction, Decimal | None]]:
-    """A number's candidate values with their precision: ``50%`` is 50 and 0.5."""
+_FRACTION_TEXT_RE = re.compile(r"\\frac|/")
+
+
+def _values(n: Number, dec: Decimal | None, points: bool = True) -> list[tuple[Fraction, Decimal | None]]:
+    """A number's candidate values with their precision: ``50%`` is 0.5, and 50 (the
+    percent-point reading, for "what percent" answers) unless ``points`` is False."""
     value, pct = n
     if not pct:
         return [(value, dec)]
-    return [(value, dec), (value / 100, None if dec is None else (dec[0] / 100, dec[1]))]
+    fraction = (value / 100, None if dec is None else (dec[0] / 100, dec[1]))
+    return [(value, dec), fraction] if points else [fraction]
 
 
 def numbers_equal(gold: Fraction, pred: Fraction, tolerance: float, gold_decimal: Decimal | None = None,
@@ -153,6 +159,8 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         letter = choice_letter(pred)
         if letter is None:
             return False, "mismatch: expected a choice letter"
+        if len({m.group(1) or m.group(2) for m in _CHOICE_LABEL_RE.finditer(pred)}) > 1:  # "(C)(E)", "(C) or (E)"
+            return False, f"hedged: several choices ({pred[:40]!r})"
         return letter == choice_letter(gold), "match (choice)" if letter == choice_letter(gold) else "mismatch (choice)"
     based = _base_compare(gold, pred)
     if based is not None:
@@ -166,8 +174,11 @@ def quick_compare(gold: str, pred: str, tolerance: float) -> tuple[bool, str] | 
         return False, "mismatch (text)"
     g, p = to_number(gold), to_number(pred)
     if g is not None and p is not None:
-        ok = any(numbers_equal(a, b, tolerance, da, db) for a, da in _values(g, decimal_precision(gold, tolerance))
-                 for b, db in _values(p, decimal_precision(pred, tolerance)))
+        # A fraction is a ratio, never a count of percent: 0.25% is 0.0025, not 1/4.
+        g_points, p_points = not _FRACTION_TEXT_RE.search(pred), not _FRACTION_TEXT_RE.search(gold)
+        ok = any(numbers_equal(a, b, tolerance, da, db)
+                 for a, da in _values(g, decimal_precision(gold, tolerance), g_points)
+                 for b, db in _values(p, decimal_precision(pred, tolerance), p_points))
         return ok, "match (numeric)" if ok else "mismatch (numeric)"
     if g is not None and as_text(pred) is not None:
         return False, "mismatch: words for a number"

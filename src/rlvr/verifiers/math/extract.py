@@ -1,11 +1,15 @@
 """Step 1 of the math verifier: find the final answer in a free-form completion.
 
-**Reasoning is never the answer.**  Everything up to the last ``</think>`` (or
-``</thinking>``, ``</reasoning>``; chat templates that open the block in the prompt
-leave only the closing tag) is blanked before anything is read: a boxed guess
-inside the reasoning neither counts nor hedges.  A reasoning block that is opened
-and never closed leaves no answer (the response was cut off while thinking).  When
-what follows holds an ``<answer>...</answer>`` element, only the last one is read.
+**Reasoning is never the answer.**  Everything up to the end of the last thought
+block is blanked before anything is read: a boxed guess inside the reasoning neither
+counts nor hedges.  The blocks of every model family are recognised
+(:data:`THOUGHT_BLOCKS`: ``<think>``, ``<thinking>``, ``<reasoning>``,
+``<|begin_of_thought|>``, ``\u25c1think\u25b7``, ``<Thought>`` and the harmony ``analysis``
+channel); chat templates that open the block in the prompt leave only the closing
+tag, which ends the block all the same (not for harmony, whose ``<|end|>`` also ends
+ordinary messages).  A thought block that is opened and never closed leaves no
+answer (the response was cut off while thinking).  When what follows holds an
+``<answer>...</answer>`` element, only the last one is read.
 
 :func:`extract_answer` then looks, in order, for
 
@@ -22,7 +26,11 @@ what follows holds an ``<answer>...</answer>`` element, only the last one is rea
 In a final-answer sentence (2-4) the whole sentence is the answer when it is math;
 when it is prose ("The largest $n$ is 34") its last span or number is.
 
-**Self-correction or hedge.**  Several boxed answers are read as attempts:
+**Self-correction or hedge.**  (What the verifier pays for is decided by :mod:`.choose`, which
+adds to the rules below that the answer may change only once, that answer sentences after
+the last box are statements too, that alternatives and truncated responses earn nothing;
+:func:`extract_answer` keeps the rules below and serves references and callers that only
+want the answer text.)  Several boxed answers are read as attempts:
 
 * a *correction marker* between two boxes ("wait", "actually", "correction", "on
   second thought", "let me recheck", "hmm", "that's wrong", "I made a mistake"...)
@@ -50,7 +58,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["STRICTNESS", "Extraction", "boxed_spans", "latex_spans", "is_prose", "extract_answer", "find_hedge",
-           "find_retraction", "answer_region"]
+           "find_retraction", "answer_region", "outermost", "THOUGHT_BLOCKS", "thought_blocks", "open_block"]
 
 STRICTNESS = ("strict", "standard", "lenient")
 """Extraction levels, from fewest to most accepted answer markers."""
@@ -60,9 +68,9 @@ _FINAL_RE = re.compile(r"final\s+answer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K_RE = re.compile(r"^\s*####\s*", re.MULTILINE)
 _ANSWER_RE = re.compile(r"\b(?:the\s+answer\s+is|answer\s*:)\s*:?", re.IGNORECASE)
 _NUMBER_RE = re.compile(
-    r"(?<![\w.])[-\u2212]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d,])(?:\d+,\d{2}|0,\d+)(?![\d,])|\d+)"
+    r"(?<![\w.])[-\u2212\u2013]?(?:\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\d,])(?:\d+,\d{2}|0,\d+)(?![\d,])|\d+)"
     r"(?:\.\d+)?(?:\s*/\s*\d+)?%?"
-    r"|(?<![\w.])[-\u2212]?\.\d+"
+    r"|(?<![\w.])[-\u2212\u2013]?\.\d+"
 )
 # Words that hedge between alternatives inside one answer ("3 or 4", "either 2 ...").
 _HEDGE_RE = re.compile(r"(?:\\text\s*\{\s*|\b)(?:or|either|maybe|possibly|perhaps)\b", re.IGNORECASE)
@@ -71,6 +79,7 @@ _RETRACT_RE = re.compile(
     r"\b(?:that|this|it)(?:'s|\s+is|\s+was)\s+(?:wrong|incorrect|not\s+(?:right|correct)|a\s+mistake|an\s+error)"
     r"|\b(?:wait|hold\s+on|hmm|oops)\b[ ,.!:;-]{0,4}(?:no\b|that\b[^.\n]{0,30}\b(?:wrong|incorrect|mistake))"
     r"|\bi\s+made\s+an?\s+(?:mistake|error)|\bi\s+was\s+wrong\b"
+    r"|\bi\s+(?:misread|misunderstood|miscalculated|miscounted|mis-?computed)\b"
     r"|\b(?:does\s*n[o']?t|doesn't)\s+(?:look|seem)\s+right"
     r"|\bscratch\s+that\b|\bnever\s?mind\b"
     r"|\bis\s+not\s+(?:the|my)\s+(?:final\s+)?answer",
@@ -85,9 +94,66 @@ _CORRECTION_RE = re.compile(
     r"|\b(?:re-?(?:checking|computing|calculating|doing|considering|examining|evaluating|working))\b",
     re.IGNORECASE,
 )
-# Reasoning blocks of reasoning models.
-_REASONING_OPEN_RE = re.compile(r"<(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
-_REASONING_CLOSE_RE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+THOUGHT_BLOCKS: tuple[tuple[str, ...], ...] = (
+    ("<think>", "</think>"),  # DeepSeek-R1, Qwen3, QwQ
+    ("<thinking>", "</thinking>"),
+    ("<reasoning>", "</reasoning>"),
+    ("<|begin_of_thought|>", "<|end_of_thought|>"),  # OpenThoughts, Bespoke-Stratos, Sky-T1
+    ("\u25c1think\u25b7", "\u25c1/think\u25b7"),  # Kimi k1.5 / VL-Thinking: \u25c1think\u25b7 ... \u25c1/think\u25b7
+    ("<Thought>", "</Thought>"),  # Marco-o1
+    ("<|channel|>analysis<|message|>", "<|end|>", "paired"),  # gpt-oss harmony: the analysis channel
+)
+"""Thought-block delimiters ``(open, close)`` of each model family, matched case-insensitively
+(``<think >`` too).  A third element ``"paired"`` means a closing tag counts only after its
+opening tag (harmony's ``<|end|>`` also ends the final message)."""
+
+
+def thought_blocks(blocks=THOUGHT_BLOCKS) -> tuple[tuple[str, str, bool], ...]:
+    """``blocks`` checked and normalised to ``(open, close, paired)`` (a verifier option: lists from
+    a config are accepted); raises ValueError naming the bad entry."""
+    if isinstance(blocks, (str, bytes)) or not hasattr(blocks, "__iter__"):
+        raise ValueError(f"thought_blocks must be a list of [open, close] pairs, got {blocks!r}")
+    out = []
+    for b in blocks:
+        items = list(b) if isinstance(b, (list, tuple)) else None
+        if not items or len(items) not in (2, 3) or not all(isinstance(x, str) and x.strip() for x in items[:2]) \
+                or (len(items) == 3 and items[2] not in ("paired", True, False)):
+            raise ValueError(f"thought_blocks entry must be [open, close] or [open, close, 'paired'], got {b!r}")
+        out.append((items[0], items[1], len(items) == 3 and items[2] in ("paired", True)))
+    return tuple(out)
+
+
+_DEFAULT_BLOCKS = thought_blocks(THOUGHT_BLOCKS)
+
+
+def _needles(spec: tuple[tuple[str, str, bool], ...]) -> list[str]:
+    """Lower-case substrings every delimiter of ``spec`` contains (``<think`` for ``<think >`` too)."""
+    return [t.lower()[:-1] if re.fullmatch(r"</?[A-Za-z][\w-]*>", t) else t.lower() for b in spec for t in b[:2]]
+
+
+def _tag_pattern(tag: str) -> str:
+    """A delimiter as a regex: literal, and ``<name>`` also as ``<name >``."""
+    m = re.fullmatch(r"(</?)([A-Za-z][\w-]*)>", tag)
+    if m:
+        return re.escape(m.group(1) + m.group(2)) + r"\s*>"
+    return re.escape(tag)
+
+
+_BLOCK_CACHE: dict[tuple, tuple[re.Pattern[str], list[tuple[int, bool, bool]]]] = {}
+
+
+def _block_regex(blocks: tuple[tuple[str, str, bool], ...]) -> tuple[re.Pattern[str], list[tuple[int, bool, bool]]]:
+    """One alternation over every delimiter; group ``k`` tells ``(block index, is_close, paired)``."""
+    hit = _BLOCK_CACHE.get(blocks)
+    if hit is None:
+        parts, kinds = [], []
+        for i, (op, cl, paired) in enumerate(blocks):
+            parts += [f"({_tag_pattern(op)})", f"({_tag_pattern(cl)})"]
+            kinds += [(i, False, paired), (i, True, paired)]
+        hit = (re.compile("|".join(parts), re.IGNORECASE), kinds)
+        if len(_BLOCK_CACHE) < 64:
+            _BLOCK_CACHE[blocks] = hit
+    return hit
 
 _LINE_END_RE = re.compile(r"\n|(?<=[^\d\s])\.\s|\.\s*$|\.\s+[A-Z]")
 _PHANTOM_RE = re.compile(r"\\[hv]?phantom\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad|~")
@@ -99,7 +165,6 @@ _SENTENCE_GAP_RE = re.compile(r"[.!?](?:\s|$)|\n")
 _CLOSERS = {"$$": ("$$", True), "$": ("$", False), "\\(": ("\\)", False), "\\[": ("\\]", True)}
 _NAME_RE = re.compile(r"(?:\\(?:math(?:bf|rm|it|cal)|overline|vec|text|operatorname)\s*\{[A-Za-z]{1,12}\}|[A-Za-z]{1,12}|[A-Za-z]\([a-z]\))(?:_\{?\w{1,3}\}?)?(?:'+)?")
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{[^{}]*\}")
-_PAREN_SPAN_RE = re.compile(r"\\\((?:[^\\]|\\(?!\)))*?\\\)|\\\[(?:[^\\]|\\(?!\]))*?\\\]")
 _PROSE_RE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
 
 
@@ -150,6 +215,17 @@ def boxed_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans of :func:`boxed_spans` not inside another one (a box inside a box is part
+    of the answer), in order.  Brace-matched spans nest properly, so one pass in start
+    order suffices: a span is inner exactly when it starts before the last kept span ends."""
+    out: list[tuple[int, int]] = []
+    for sp in spans:
+        if not out or sp[0] > out[-1][1]:
+            out.append(sp)
+    return out
+
+
 def _rest_of_line(text: str, start: int, limit: int = 300) -> tuple[str, int]:
     """The answer text after a marker: up to the end of the line or sentence."""
     chunk = text[start:start + limit]
@@ -184,20 +260,43 @@ def find_retraction(text: str, start: int) -> str | None:
     return f"answer retracted later ({m.group()!r})" if m else None
 
 
-def answer_region(text: str) -> tuple[int, int] | None:
+def _scan_blocks(text: str, blocks) -> tuple[int, str | None]:
+    """``(end of the last thought block, opening tag of a block left open or None)``: one pass."""
+    start = 0
+    spec = _DEFAULT_BLOCKS if blocks is THOUGHT_BLOCKS else thought_blocks(blocks)
+    if not spec:
+        return 0, None
+    low = text.lower()
+    if not any(needle in low for needle in _needles(spec)):
+        return 0, None  # no delimiter anywhere (substring tests: cheaper than the regex on long text)
+    regex, kinds = _block_regex(spec)
+    inside: int | None = None  # index of the open block
+    for m in regex.finditer(text):
+        block, is_close, paired = kinds[m.lastindex - 1]
+        if inside is None:
+            if not is_close:
+                inside = block
+            elif not paired:  # the template opened the block in the prompt
+                start = m.end()
+        elif is_close and block == inside:
+            inside, start = None, m.end()
+    return start, (spec[inside][0] if inside is not None else None)
+
+
+def open_block(text: str, blocks=THOUGHT_BLOCKS) -> str | None:
+    """The opening tag of a thought block ``text`` leaves open (the response was cut off while thinking), or None."""
+    return _scan_blocks(text, blocks)[1]
+
+
+def answer_region(text: str, blocks=THOUGHT_BLOCKS) -> tuple[int, int] | None:
     """``(start, end)`` of the part of ``text`` that may state the final answer, or None.
 
-    The part after the last closing reasoning tag (``</think>``); None when a reasoning
-    block is opened and never closed.  Inside it, the content of the last
-    ``<answer>...</answer>`` element when there is one.
+    The part after the end of the last thought block (``blocks``: see :data:`THOUGHT_BLOCKS`);
+    None when a thought block is opened and never closed.  Inside it, the content of the
+    last ``<answer>...</answer>`` element when there is one.  One pass over the delimiters.
     """
-    start = 0
-    if "<" not in text:
-        return 0, len(text)
-    close = _last_match(_REASONING_CLOSE_RE, text)
-    if close is not None:
-        start = close.end()
-    if _REASONING_OPEN_RE.search(text, start):
+    start, inside = _scan_blocks(text, blocks)
+    if inside is not None:
         return None  # the reasoning never ended: no final answer
     end = len(text)
     if "</answer" in text or "</ANSWER" in text:  # rfind, not a regex: linear whatever the tags
@@ -211,6 +310,8 @@ def answer_region(text: str) -> tuple[int, int] | None:
 
 def _is_phantom_or_empty(content: str) -> bool:
     """True for a box that shows nothing: ``\\boxed{}``, ``\\boxed{\\phantom{2}}``, ``\\boxed{\\,}``."""
+    if "\\" not in content and "~" not in content and content.strip(" \t\n{}"):
+        return False  # the common case, without a regex
     t = _PHANTOM_RE.sub("", content)
     return not _squash(t).strip("{}")
 
@@ -259,17 +360,46 @@ def _find_unescaped(text: str, close: str, start: int) -> int:
 
 def _masked(text: str) -> str:
     """``text`` with every ``$``-paired region (any length, lines included) and math span blanked."""
-    chars = list(text)
-    for s, e, _, _ in latex_spans(text):
-        chars[s:e] = " " * (e - s)
-    out = "".join(chars)
+    out = _blank(text, [(s, e) for s, e, _, _ in latex_spans(text)])
     dollars = [m.start() for m in re.finditer(r"(?<!\\)\$", out)]
-    for a, b in zip(dollars[0::2], dollars[1::2]):
-        if "\n\n" not in out[a:b]:
-            out = out[:a] + " " * (b - a + 1) + out[b + 1:]
-    for m in _PAREN_SPAN_RE.finditer(out):  # \\( ... \\) broken over lines
-        out = out[:m.start()] + " " * (m.end() - m.start()) + out[m.end():]
-    return out
+    out = _blank(out, [(a, b + 1) for a, b in zip(dollars[0::2], dollars[1::2]) if out.find("\n\n", a, b) < 0])
+    return _blank(out, _paren_spans(out))  # \\( ... \\) and \\[ ... \\] broken over lines
+
+
+_PAREN_TOKEN_RE = re.compile(r"\\[()\[\]]")
+
+
+def _paren_spans(text: str) -> list[tuple[int, int]]:
+    """``\\( ... \\)`` and ``\\[ ... \\]`` regions, each opener closed by the first closer of its
+    kind after it (as a lazy regex would match them), in one pass: an opener with no closer of
+    its kind after it is skipped, so unclosed openers cost nothing."""
+    tokens = [(m.start(), m.group()[1]) for m in _PAREN_TOKEN_RE.finditer(text)]
+    last_close = {"(": -1, "[": -1}
+    for pos, c in tokens:
+        if c in ")]":
+            last_close["(" if c == ")" else "["] = pos
+    spans: list[tuple[int, int]] = []
+    open_kind, open_at = None, 0
+    for pos, c in tokens:
+        if open_kind is None:
+            if c in "([" and last_close[c] > pos:
+                open_kind, open_at = c, pos
+        elif (open_kind, c) in (("(", ")"), ("[", "]")):
+            spans.append((open_at, pos + 2))
+            open_kind = None
+    return spans
+
+
+def _blank(text: str, ranges: list[tuple[int, int]]) -> str:
+    """``text`` with the ordered, disjoint ``ranges`` replaced by spaces (one pass: linear)."""
+    if not ranges:
+        return text
+    parts, last = [], 0
+    for a, b in ranges:
+        parts += [text[last:a], " " * (b - a)]
+        last = b
+    parts.append(text[last:])
+    return "".join(parts)
 
 
 def _is_name(content: str) -> bool:
@@ -340,7 +470,7 @@ def _from_sentence(piece: str, start: int) -> tuple[str, int] | None:
     return piece, start + len(piece)  # a word answer ("Monday")
 
 
-def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
+def extract_answer(text: str, strictness: str = "lenient", blocks=THOUGHT_BLOCKS) -> Extraction:
     """The final answer of ``text`` at the given strictness (see the module docstring).
 
     A non-string or empty ``text`` gives ``Extraction(None, "none")``.  Earlier boxed
@@ -351,7 +481,7 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
         raise ValueError(f"unknown strictness {strictness!r}; choose one of {', '.join(STRICTNESS)}")
     if not isinstance(text, str) or not text.strip():
         return Extraction(None, "none")
-    region = answer_region(text)
+    region = answer_region(text, blocks)
     if region is None:
         return Extraction(None, "none", "no answer found: unfinished <think> block")
     if region != (0, len(text)):  # blank the reasoning (same length: offsets stay valid)
@@ -365,8 +495,7 @@ def extract_answer(text: str, strictness: str = "lenient") -> Extraction:
     spans = [(s, e) for s, e in boxed_spans(text) if not _is_phantom_or_empty(text[s:e])]
     final = _last_match(_FINAL_RE, text)
     if spans and not (final is not None and final.start() > spans[-1][1]):
-        # Keep only outermost boxes (a box inside a box is part of the answer).
-        outer = [sp for sp in spans if not any(o[0] < sp[0] and sp[1] < o[1] for o in spans)]
+        outer = outermost(spans)
         # The final attempt: boxes after the last correction marker before the last box
         # ("\\boxed{3} wait, no ... \\boxed{4}" is judged on 4 alone).
         cut = 0

@@ -1,10 +1,13 @@
 """Step 2 of the math verifier: clean an answer string and recognise its kind.
 
 :func:`clean` removes presentation that carries no value (math delimiters,
-``\\left``/``\\right``, spacing, ``\\dfrac``, degree signs, trailing units in
-``\\text{}`` or words, currency signs, a leading ``x =``) and rewrites what
-latex2sympy misreads (``10{,}000``, ``1,000``, ``3e5``, ``0.\\overline{3}``,
-``2 1/2``).  :func:`to_number` reads a cleaned answer as an exact number with
+``\\left``/``\\right``, spacing, ``\\dfrac``, degree signs, currency signs, words
+naming the counted thing, a leading ``x =``), reads scale words and units as part of
+the value (:mod:`.units`: ``5\\text{ million}`` is 5000000, ``25 cents`` is 0.25 dollars,
+``12 \\text{ is not the answer}`` is no plain value) and rewrites what latex2sympy
+misreads (``10{,}000``, ``1,000``, ``3e5``, ``0.\\overline{3}``, ``2 1/2``, unicode
+such as ``2√3`` and ``½``).  :func:`clean_parts` also returns the unit, so that
+two answers that both name one are compared after converting.  :func:`to_number` reads a cleaned answer as an exact number with
 no sympy at all (the fast path); :func:`choice_letter` and :func:`as_text`
 recognise multiple-choice and word answers.  Nothing here evaluates powers or
 builds big integers, so adversarial inputs stay cheap.
@@ -15,13 +18,19 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["clean", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
+from rlvr.verifiers.math.units import exact_text, split_trailing, unicode_to_latex
+
+__all__ = ["clean", "clean_parts", "to_number", "choice_letter", "as_text", "squash", "Number", "split_relation", "not_an_answer",
            "half_unit", "significant_digits", "is_approximate", "base_numeral"]
 
 Number = tuple[Fraction, bool]
 """An exact value and whether it was written as a percentage."""
 
 _MAX_EXP = 400  # larger decimal exponents go to the (sandboxed) symbolic path
+MAX_NUMBER_CHARS = 2000
+"""Longest plain number read exactly here (``6.9999999999999`` with 200 zeros after it is a
+decimal of 214 significant digits, not 7: longer numbers once went to the symbolic path,
+which rounds floats)."""
 
 _DELIMS_RE = re.compile(r"\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|(?<!\\)\\[,;:! ]|\\q?quad|~|\\\(|\\\)|\\\[|\\\]|\$")
 _DFRAC_RE = re.compile(r"\\[dt]frac")
@@ -30,10 +39,8 @@ _THOUSANDS_BRACE_RE = re.compile(r"(?<=\d)\{,\}(?=\d{3})")
 _THOUSANDS_RE = re.compile(r"[-+]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
 _SQRT_SHORT_RE = re.compile(r"\\sqrt\s*(\[[^\]{}]{1,10}\])?\s*([0-9a-zA-Z])")
 _TEXT_CMD = r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*"
-_TRAILING_UNIT_RE = re.compile(_TEXT_CMD + r"\{\s*[a-zA-Z][a-zA-Z .]*\}(?:\s*\^\s*\{?[23]\}?)?\s*$")
-_TRAILING_WORDS_RE = re.compile(r"(?<=[\d}])\s+[a-zA-Z][a-zA-Z .]*(?:\^\s*\{?[23]\}?)?$")
 _LEADING_VAR_RE = re.compile(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=\s*(?=[^=]+$)")
-_CURRENCY_RE = re.compile(r"^\s*(?:\\\$|\$|USD|Rs\.?|\u20ac|\u00a3)\s*|\s*(?:dollars?|cents?)\s*$", re.IGNORECASE)
+_CURRENCY_RE = re.compile(r"^\s*(?:\\\$|\$|USD|Rs\.?|\u20ac|\u00a3)\s*", re.IGNORECASE)
 _SCI_RE = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+))\s*(?:[eE]\s*([-+]?\d{1,4})|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([-+]?\d{1,4})\s*\}?)$")
 _REPEAT_RE = re.compile(r"^([-+]?)(\d*)\.(\d*)\\overline\s*\{(\d+)\}$")
 _FRAC_RE = re.compile(r"^([-+]?)\s*(\d+\s*)?\\frac\s*(?:\{\s*([-+]?\d+(?:\.\d+)?)\s*\}|(\d))\s*(?:\{\s*(\d+(?:\.\d+)?)\s*\}|(\d))$")
@@ -62,8 +69,33 @@ def squash(s: str) -> str:
     return re.sub(r"\s+", "", s)
 
 
+Unit = tuple  # (dimension, factor to the base unit, power), see rlvr.verifiers.math.units
+
+
 def clean(s: str) -> str:
-    """Presentation-free LaTeX for one answer (see the module docstring)."""
+    """Presentation-free LaTeX for one answer (see the module docstring); a unit is dropped,
+    except a money unit other than the dollar (``25 cents`` -> ``0.25``)."""
+    value, unit, _ = clean_parts(s)
+    if unit is not None and unit[0] == "money" and unit[1] != 1:
+        return scale(value, unit[1]) or value + " \\text{cents}"
+    return value
+
+
+def scale(value: str, factor: Fraction) -> str | None:
+    """A cleaned plain number times ``factor``, written exactly (``2.5`` x 10^6 -> ``2500000``), or None."""
+    n = to_number(value)
+    if n is None or n[1]:
+        return None
+    return exact_text(n[0] * factor)
+
+
+def clean_parts(s: str) -> tuple[str, Unit | None, str | None]:
+    """``(value, unit, words)``: :func:`clean` without dropping the unit, which is returned
+    (None when there is none); ``words`` are trailing words that make the answer no plain
+    value (``is not the answer``, ``or more``), left in ``value``, else None."""
+    unit: Unit | None = None
+    words: str | None = None
+    s = unicode_to_latex(s)
     s = s.strip().replace("\u2212", "-").replace("\\%", "%").replace("\\$", " ")
     s = s.replace("\u221e", "\\infty ").replace("\\varnothing", "\\emptyset")  # one spelling each
     s = _PHANTOM_RE.sub("", s)  # renders as nothing
@@ -76,11 +108,18 @@ def clean(s: str) -> str:
     s = _DEGREE_RE.sub("", s).strip()
     s = _CURRENCY_RE.sub("", s).strip()
     s = _MODULUS_RE.sub("", s).strip()  # "24 \\equiv 3 \\pmod{7}": the residue is the answer
-    for _ in range(2):  # "5 \text{cm}^2", then a unit after a leftover "\text{ }" wrapper
-        if _TRAILING_UNIT_RE.search(s) and not _TRAILING_UNIT_RE.match(s):
-            s = _TRAILING_UNIT_RE.sub("", s).strip()
-    if _TRAILING_WORDS_RE.search(s):
-        s = _TRAILING_WORDS_RE.sub("", s).strip()
+    trailing = split_trailing(s)  # "5 \text{cm}^2", "5\text{ million}", "3 ways", "12 \text{ is not it}"
+    if trailing.kind in ("noun", "unit", "scale", "percent"):
+        s = trailing.value
+        if trailing.kind == "percent":
+            s += "%"
+        elif trailing.kind == "scale":
+            s = scale(clean(s), trailing.factor) or trailing.value + " \\times " + str(trailing.factor)
+            unit = trailing.unit
+        elif trailing.kind == "unit":
+            unit = trailing.unit
+    elif trailing.kind == "other":
+        words = trailing.words
     if s.startswith("{") and s.endswith("}") and "}" not in s[1:-1] and "{" not in s[1:-1]:
         s = s[1:-1].strip()
     m = _WRAPPED_NUMBER_RE.fullmatch(s)  # "\\textbf{(073)}", "(073)": one number in a wrapper
@@ -96,7 +135,7 @@ def clean(s: str) -> str:
     m = _SCI_RE.match(s)
     if m and m.group(2) and abs(int(m.group(2))) > _MAX_EXP:  # "1e1000": LaTeX would read 1 * e * 1000
         s = f"{m.group(1)} \\times 10^{{{int(m.group(2))}}}"
-    return s
+    return s, unit, words
 
 
 def _top_level(s: str, sep: str) -> list[str]:
@@ -199,7 +238,7 @@ def to_number(s: str) -> Number | None:
     pct = t.endswith("%")
     if pct:
         t = t[:-1].strip()
-    if len(t) > 200 or not t:
+    if len(t) > MAX_NUMBER_CHARS or not t:
         return None
     try:
         if _DECIMAL_RE.match(t):
@@ -242,7 +281,7 @@ def half_unit(s: str) -> Fraction | None:
     exact reference must be that reference correctly rounded at this digit.
     """
     t = s.strip().rstrip("%").strip()
-    if "." not in t or len(t) > 200:
+    if "." not in t or len(t) > MAX_NUMBER_CHARS:
         return None
     if _DECIMAL_RE.match(t):
         return Fraction(1, 2 * 10 ** len(t.split(".")[1]))

@@ -7,6 +7,14 @@ instead: :meth:`Sandbox.call` sends the call over a pipe, waits at most
 one on the next call.  The child is forked when the caller has a single thread
 (fast; modules already imported) and started from a fork server otherwise
 (forking a multi-threaded process such as a torch trainer is unsafe).
+
+**A worker never outlives its owner.**  A parent killed by SIGTERM or SIGKILL runs no
+``atexit`` handler, and a forked worker still holds the parent's end of its pipe, so it
+would wait forever.  Each worker therefore asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG,
+SIGKILL)``) to kill it when its parent dies, and a watchdog thread in the worker exits it
+when the process that created the sandbox is gone (every platform, and the fork-server
+case, where the worker's parent is the fork server: it also dies within a poll interval
+of its owner).  See :func:`die_with_parent`.
 """
 
 from __future__ import annotations
@@ -14,10 +22,13 @@ from __future__ import annotations
 import atexit
 import multiprocessing as mp
 import os
+import signal
+import sys
 import threading
+import time
 from typing import Any, Callable
 
-__all__ = ["Sandbox", "mp_context"]
+__all__ = ["Sandbox", "mp_context", "die_with_parent"]
 
 _MEMORY_LIMIT = 4 << 30  # bytes of address space for a worker
 
@@ -30,12 +41,62 @@ def mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _worker_main(conn: Any, warmup: tuple[Callable[..., Any], tuple] | None = None) -> None:
+_PR_SET_PDEATHSIG = 1
+WATCHDOG_INTERVAL = 0.5
+"""Seconds between the worker watchdog's checks that its owner is alive."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else (pid reused): not ours any more, but alive
+        return True
+    try:  # a zombie (dead, not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def die_with_parent(owner: int | None = None) -> None:
+    """Make this (worker) process die with its parent, and with ``owner`` when given.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills it the moment its parent
+    exits, however it was killed (checked again right after, in case the parent died first).
+    Everywhere: a daemon thread that ``os._exit``s once ``owner`` (or the parent) is gone.
+    """
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    watched = owner if owner is not None else parent
+    if os.getppid() != parent or not _alive(watched):  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCHDOG_INTERVAL)
+            if os.getppid() != parent or not _alive(watched):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="rlvr-sandbox-watchdog", daemon=True).start()
+
+
+def _worker_main(conn: Any, warmup: tuple[Callable[..., Any], tuple] | None = None, owner: int | None = None) -> None:
     """Child loop: receive ``(fn, args)``, send back ``("ok", result)`` or ``("error", message)``.
 
     ``warmup`` (a call made before reporting ready) moves imports and lazy
-    initialisation out of the first timed call.
+    initialisation out of the first timed call.  ``owner``: the pid of the process that
+    created the sandbox; the worker dies with it and with its own parent.
     """
+    die_with_parent(owner)
     try:
         import resource
 
@@ -85,7 +146,8 @@ class Sandbox:
     def _start(self) -> None:
         ctx = mp_context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(child, self.warmup), daemon=True, name="rlvr-math-sandbox")
+        proc = ctx.Process(target=_worker_main, args=(child, self.warmup, os.getpid()), daemon=True,
+                           name="rlvr-math-sandbox")
         proc.start()
         child.close()
         if not parent.poll(self.startup_timeout):

@@ -68,3 +68,35 @@ def test_the_worker_dies_with_a_parent_killed_by_sigterm(state, threads):
             parent.kill()
         if worker is not None and _alive(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+_POOL_PARENT = r"""
+import multiprocessing, time
+from rlvr.verifiers.batch import iter_verify
+it = iter_verify("math", ["\\boxed{1}"] * 8, ["1"] * 8, workers=2, chunksize=1)
+next(it)  # the pool is up (the generator holds it open)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals and /proc")
+def test_verify_batch_pool_workers_die_with_a_parent_killed_by_sigterm():
+    env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
+    parent = subprocess.Popen([sys.executable, "-c", _POOL_PARENT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        line = parent.stdout.readline()
+        pids = [int(x) for x in line.split()]
+        assert pids, parent.stderr.read()[-2000:] if parent.poll() is not None else line
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=60)
+        for pid in pids:  # a hang guard: the kernel kills them as the parent exits
+            assert _gone_within(pid, 15.0), f"pool worker {pid} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

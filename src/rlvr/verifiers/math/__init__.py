@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from typing import Any, Callable
 
 from rlvr.types import Verdict
@@ -90,13 +91,23 @@ def _short(s: Any, limit: int = 60) -> str:
 
 def _reference_answer(reference: Any) -> str | None:
     """The reference as an answer string (numbers allowed; a boxed reference is unboxed)."""
+    if isinstance(reference, str):
+        return _reference_text(reference)
     if isinstance(reference, bool) or reference is None:
         return None
     if isinstance(reference, (int, float)):
         if isinstance(reference, float) and not math.isfinite(reference):
             return None
         reference = str(int(reference)) if float(reference).is_integer() else repr(reference)
-    if not isinstance(reference, str) or not reference.strip():
+    if not isinstance(reference, str):
+        return None
+    return _reference_text(reference)
+
+
+@lru_cache(maxsize=4096)
+def _reference_text(reference: str) -> str | None:
+    """:func:`_reference_answer` of a string (a group's samples share their reference: read once)."""
+    if not reference.strip():
         return None
     s = unescape_commands(reference.strip())
     if "\\boxed" in s or "\\fbox" in s:
@@ -337,10 +348,18 @@ def _score(completion: Any, reference: Any, compare: Callable[[str, str], tuple[
         return Verdict(0.0, None, choice.problem or "no answer found")
     answer = choice.answer
     if choice.problem:
-        return Verdict(0.0, _short(answer), choice.problem)
+        return Verdict(0.0, answer, choice.problem)
     if len(answer) > MAX_ANSWER_CHARS:
         return Verdict(0.0, _short(answer), f"bad input: answer too long ({len(answer)} chars)")
     return _Judge(gold, compare, require_value).verdict(choice)
+
+
+@lru_cache(maxsize=4096)
+def _gold_facts(gold: str) -> tuple[str, tuple | None, bool, bool, bool]:
+    """``(cleaned, unit, several values, a choice letter, has variables)`` of a reference answer."""
+    g, unit, _ = clean_parts(gold)
+    return g, unit, _list_like(gold) or bool(_PM_RE.search(g)), bool(_CHOICE_GOLD_RE.fullmatch(squash(g))), \
+        has_variables(g)
 
 
 class _Judge:
@@ -348,11 +367,9 @@ class _Judge:
 
     def __init__(self, gold: str, compare: Callable[[str, str], tuple[bool, str]], require_value: bool | str):
         self.gold = gold
-        self.g, self.g_unit, self.g_words = clean_parts(gold)
+        self.g, self.g_unit, self.multi, self.choice_gold, self.g_vars = _gold_facts(gold)
         self.compare = compare
         self.require_value = require_value
-        self.multi = _list_like(gold) or bool(_PM_RE.search(self.g))
-        self.choice_gold = bool(_CHOICE_GOLD_RE.fullmatch(squash(self.g)))
         self.cache: dict[str, tuple[bool, str]] = {}
 
     def verdict(self, choice: Choice) -> Verdict:
@@ -361,11 +378,11 @@ class _Judge:
             changes = self.changes(choice.attempts)
             if changes is None or changes > 1:
                 n = f"more than {MAX_ALTERNATIVES}" if changes is None else str(changes)
-                return Verdict(0.0, _short(answer), f"hedged: the answer changes {n} times (a list of guesses, "
+                return Verdict(0.0, answer, f"hedged: the answer changes {n} times (a list of guesses, "
                                                     f"not one correction)")
-        alts = choice.alternatives(formulas=has_variables(self.g))
+        alts = choice.alternatives(formulas=self.g_vars)
         if len(alts) > MAX_ALTERNATIVES:
-            return Verdict(0.0, _short(answer), f"hedged: {len(alts)} different answers offered")
+            return Verdict(0.0, answer, f"hedged: {len(alts)} different answers offered")
         if len(alts) == 1:
             ok, why = self.check(alts[0])
             return self._verdict(ok, why, alts[0])
@@ -373,25 +390,25 @@ class _Judge:
             joined = ", ".join(alts)
             ok, why = self.check(joined)
             if ok:
-                return Verdict(1.0, _short(joined), why + ", alternatives together")
+                return Verdict(1.0, joined, why + ", alternatives together")
             if self.same_values(alts):
-                return Verdict(1.0, _short(joined), "match (the alternatives are the reference's values)")
-            return Verdict(0.0, _short(joined), f"mismatch: {_short(joined)} != {_short(self.gold)}")
+                return Verdict(1.0, joined, "match (the alternatives are the reference's values)")
+            return Verdict(0.0, joined, f"mismatch: {_short(joined)} != {_short(self.gold)}")
         results = [self.check(a) for a in alts]
         if all(ok for ok, _ in results):
-            return Verdict(1.0, _short(answer), results[-1][1] + f", all {len(alts)} alternatives equal")
+            return Verdict(1.0, answer, results[-1][1] + f", all {len(alts)} alternatives equal")
         for ok, why in results:
             if why.startswith(("timeout", "verifier error")):
-                return Verdict(0.0, _short(answer), why)
+                return Verdict(0.0, answer, why)
         shown = ", ".join(repr(_short(a, 20)) for a in alts[:4])
-        return Verdict(0.0, _short(answer), f"hedged: different answers offered ({shown})")
+        return Verdict(0.0, answer, f"hedged: different answers offered ({shown})")
 
     def _verdict(self, ok: bool, why: str, answer: str) -> Verdict:
         if ok:
-            return Verdict(1.0, _short(answer, 2000), why)
-        if why.startswith(("timeout", "verifier error", "hedged", "not an answer")):
-            return Verdict(0.0, _short(answer, 2000), why)
-        return Verdict(0.0, _short(answer, 2000), f"{why}: {_short(answer)} != {_short(self.gold)}")
+            return Verdict(1.0, answer, why)
+        if why.startswith(("timeout", "verifier error", "hedged", "not an answer", "bad input")):
+            return Verdict(0.0, answer, why)
+        return Verdict(0.0, answer, f"{why}: {_short(answer)} != {_short(self.gold)}")
 
     def changes(self, attempts: tuple) -> int | None:
         """How many times the answer changes from one attempt to the next (None: more than

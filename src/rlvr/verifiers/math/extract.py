@@ -139,18 +139,20 @@ def _tag_pattern(tag: str) -> str:
     return re.escape(tag)
 
 
-_BLOCK_CACHE: dict[tuple, tuple[re.Pattern[str], list[tuple[int, bool, bool]]]] = {}
+_BLOCK_CACHE: dict[tuple, tuple[re.Pattern[str], list[tuple[int, bool, bool]], list[str]]] = {}
 
 
-def _block_regex(blocks: tuple[tuple[str, str, bool], ...]) -> tuple[re.Pattern[str], list[tuple[int, bool, bool]]]:
-    """One alternation over every delimiter; group ``k`` tells ``(block index, is_close, paired)``."""
+def _block_regex(blocks: tuple[tuple[str, str, bool], ...]) -> tuple[re.Pattern[str], list[tuple[int, bool, bool]],
+                                                                     list[str]]:
+    """One alternation over every delimiter (group ``k`` tells ``(block index, is_close, paired)``), and
+    the substrings (:func:`_needles`) without which no delimiter can be present."""
     hit = _BLOCK_CACHE.get(blocks)
     if hit is None:
         parts, kinds = [], []
         for i, (op, cl, paired) in enumerate(blocks):
             parts += [f"({_tag_pattern(op)})", f"({_tag_pattern(cl)})"]
             kinds += [(i, False, paired), (i, True, paired)]
-        hit = (re.compile("|".join(parts), re.IGNORECASE), kinds)
+        hit = (re.compile("|".join(parts), re.IGNORECASE), kinds, _needles(blocks))
         if len(_BLOCK_CACHE) < 64:
             _BLOCK_CACHE[blocks] = hit
     return hit
@@ -266,10 +268,10 @@ def _scan_blocks(text: str, blocks) -> tuple[int, str | None]:
     spec = _DEFAULT_BLOCKS if blocks is THOUGHT_BLOCKS else thought_blocks(blocks)
     if not spec:
         return 0, None
+    regex, kinds, needles = _block_regex(spec)
     low = text.lower()
-    if not any(needle in low for needle in _needles(spec)):
+    if not any(needle in low for needle in needles):
         return 0, None  # no delimiter anywhere (substring tests: cheaper than the regex on long text)
-    regex, kinds = _block_regex(spec)
     inside: int | None = None  # index of the open block
     for m in regex.finditer(text):
         block, is_close, paired = kinds[m.lastindex - 1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from rlvr.verifiers.math.units import exact_text, split_trailing, unicode_to_latex
 
@@ -89,6 +90,7 @@ def scale(value: str, factor: Fraction) -> str | None:
     return exact_text(n[0] * factor)
 
 
+@lru_cache(maxsize=16384)
 def clean_parts(s: str) -> tuple[str, Unit | None, str | None]:
     """``(value, unit, words)``: :func:`clean` without dropping the unit, which is returned
     (None when there is none); ``words`` are trailing words that make the answer no plain

@@ -11,10 +11,9 @@ one on the next call.  The child is forked when the caller has a single thread
 **A worker never outlives its owner.**  A parent killed by SIGTERM or SIGKILL runs no
 ``atexit`` handler, and a forked worker still holds the parent's end of its pipe, so it
 would wait forever.  Each worker therefore asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG,
-SIGKILL)``) to kill it when its parent dies, and a watchdog thread in the worker exits it
-when the process that created the sandbox is gone (every platform, and the fork-server
-case, where the worker's parent is the fork server: it also dies within a poll interval
-of its owner).  See :func:`die_with_parent`.
+SIGKILL)``) to kill it when its parent dies, and where that is unavailable or the worker's
+parent is a fork server rather than its owner, a watchdog thread in the worker exits it
+within half a second of its owner's death.  See :func:`die_with_parent`.
 """
 
 from __future__ import annotations
@@ -65,20 +64,26 @@ def die_with_parent(owner: int | None = None) -> None:
 
     Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills it the moment its parent
     exits, however it was killed (checked again right after, in case the parent died first).
-    Everywhere: a daemon thread that ``os._exit``s once ``owner`` (or the parent) is gone.
+    Where that is not available, or the parent is not ``owner`` (a fork server started it),
+    also a daemon thread that ``os._exit``s once ``owner`` (or the parent) is gone.
     """
     parent = os.getppid()
+    armed = False
     if sys.platform.startswith("linux"):
         try:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
         except (OSError, AttributeError):
             pass
     watched = owner if owner is not None else parent
     if os.getppid() != parent or not _alive(watched):  # the parent died before prctl took effect
         os._exit(1)
+    if armed and watched == parent:
+        # The kernel does it; no thread, so this process stays single-threaded (its own sandbox is then
+        # forked, not started from a fork server).
+        return
 
     def watch() -> None:
         while True:

@@ -147,6 +147,12 @@ def test_right_answers_written_several_ways_are_accepted(verify, completion, gol
     assert v.correct, v
 
 
+def test_a_pause_or_a_sum_is_no_list_of_alternatives(verify):
+    assert verify(LONG + "Summing 3, 4, 5\u2026 we get 12.", "12").correct  # an ellipsis as a pause
+    assert verify(LONG + "So $1 + 2 + \\cdots + 100 = 5050$.", "5050").correct
+    assert verify("Since $n$ is 2 or 3, the answer is 10.", "10").correct  # the "or" is not in the answer's clause
+
+
 def test_split_alternatives():
     assert split_alternatives("3 \\text{ or } 4") == ["3", "4"]
     assert split_alternatives("either 2 or 3") == ["2", "3"]

@@ -18,7 +18,7 @@ answers, as specified in ``docs/rewards.md`` ("How a response's final answer is 
    \\boxed{4} Wait, \\boxed{5}``, 50 boxes joined by "Wait,") are a list of guesses: a hedge.
 4. **Alternatives.**  Every value the final attempt offers: each of its statements, a
    statement split at "or" (``\\frac{1}{2} \\text{ or } 0.5``), and, for a sentence offering
-   alternatives ("or", "either", "one of", "maybe", "could be", an ellipsis list), every
+   alternatives ("or", "either", "one of", "maybe", "could be", a list with an ellipsis), every
    value in that sentence.  The verifier pays only when all of them equal the reference
    (one value written several ways), or, for a reference with several values (a list,
    ``\\pm``), when together they are that list.  So several different candidate values earn
@@ -69,9 +69,9 @@ _RESTATE_RE = re.compile(
 # A sentence that offers alternatives (checked outside math spans)...
 _PROSE_HEDGE_RE = re.compile(
     r"\b(?:or|either|one\s+of|any\s+of|maybe|perhaps|possibly|could\s+be|might\s+be|may\s+be)\b"
-    r"|\.\.\.|\u2026", re.IGNORECASE)
+    r"|,\s*(?:\.\.\.|\u2026)", re.IGNORECASE)  # an ellipsis in a list ("0, 1, ..., 1000"), not a pause
 # ...or inside them.
-_MATH_HEDGE_RE = re.compile(r"\\text\s*\{\s*(?:or|either)\s*\}|\\[lc]?dots[cbmio]?(?![a-zA-Z])|\\ldots|\u2026")
+_MATH_HEDGE_RE = re.compile(r"\\text\s*\{\s*(?:or|either)\s*\}|,\s*(?:\\[lc]?dots[cbmio]?(?![a-zA-Z])|\u2026)")
 # "or" between alternatives of one answer: "\text{ or }", "\quad\text{or}\quad", a bare "or".
 _OR_RE = re.compile(r"(?:\\q?quad\s*)?\\(?:text|textrm|mbox|mathrm)\s*\{\s*or\s*\}(?:\s*\\q?quad)?|(?<![A-Za-z\\])or(?![A-Za-z])")
 _EITHER_RE = re.compile(r"^\s*(?:\\(?:text|textrm|mbox|mathrm)\s*\{\s*either\s*\}|either\b)\s*", re.IGNORECASE)
@@ -214,7 +214,7 @@ def _value_of(v: str) -> str:
 
 def _sentence_values(text: str, masked: str, a: int, b: int) -> list[str] | None:
     """The values a clause ``text[a:b]`` offers when it offers alternatives ("or", "one of",
-    an ellipsis...), else None.  A piece of math counts by the value it ends with (``x = 3`` is 3)."""
+    a list with an ellipsis...), else None.  A piece of math counts by the value it ends with (``x = 3`` is 3)."""
     raw, prose = text[a:b], masked[a:b]
     if not (_PROSE_HEDGE_RE.search(prose) or _MATH_HEDGE_RE.search(raw)):
         return None

@@ -100,10 +100,18 @@ def _clean(name: str) -> str:
 
 
 def _reference_step(cfg: RunConfig, batch: Batch, seed: int = 0) -> dict:
-    """One-process update_policy on the whole batch: gradients, updated weights, diagnostics."""
-    model = _model(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
-    out = update_policy(model, opt, batch, cfg.learner_settings())
+    """One-process update_policy on the whole batch: gradients, updated weights, diagnostics.
+
+    On one thread, as the ranks (``_entry``): AdamW divides by sqrt(v), so a gradient element near 0 whose last bits
+    differ between thread counts (another reduction order) moves its weight by up to lr in either direction."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = _model(seed)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
+        out = update_policy(model, opt, batch, cfg.learner_settings())
+    finally:
+        torch.set_num_threads(threads)
     return {"grads": {n: p.grad.clone() for n, p in model.named_parameters()},
             "weights": {k: v.clone() for k, v in model.state_dict().items()}, "metrics": out}
 

@@ -141,7 +141,8 @@ class Engine:
         return [[Sample(p.id, [1], [2], [0.0], "x", "stop", i) for i in range(params.n)] for p in problems]
 
 def hang(completion, reference):
-    print("waiting", flush=True)
+    sys.stdout.write("waiting\\n")  # one write: two workers' lines never interleave
+    sys.stdout.flush()
     threading.Event().wait()
 
 env = SingleTurnEnvironment(hang, workers={workers})

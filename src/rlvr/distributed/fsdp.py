@@ -227,13 +227,18 @@ class DataParallel:
         """Token-weighted average of every rank's diagnostics (``grad_norm`` is already global)."""
         everyone: list[dict] = [None] * self.world_size  # type: ignore[list-item]
         dist.all_gather_object(everyone, local, group=self.group)
+        from rlvr.learner.update import OBJECTIVE_TERMS
+
         tokens = sum(m.get("learner_tokens", 0) for m in everyone)
         out: dict[str, float] = {}
-        keys = {k for m in everyone for k in m} - {"grad_norm", "learner_tokens", "learner_seqs"}
+        keys = {k for m in everyone for k in m} - {"grad_norm", "learner_tokens", "learner_seqs", "objective_seqs"}
         for k in sorted(keys):
-            # per-first-epoch-token means and per-token means: both weighted by the rank's token count
-            w = sum(m.get("learner_tokens", 0) for m in everyone if k in m)
-            out[k] = sum(m[k] * m["learner_tokens"] for m in everyone if k in m) / w if w else 0.0
+            # a sequence-mean objective (loss, pg_loss, value_loss under a sequence loss_agg): weighted by the rank's
+            # sequences; per-first-epoch-token means and per-token means: by the rank's token count
+            by = "objective_seqs" if k in OBJECTIVE_TERMS and any("objective_seqs" in m for m in everyone) \
+                else "learner_tokens"
+            w = sum(m.get(by, 0) for m in everyone if k in m)
+            out[k] = sum(m[k] * m.get(by, 0) for m in everyone if k in m) / w if w else 0.0
         out["grad_norm"] = local.get("grad_norm", 0.0)
         out["learner_tokens"] = int(tokens)
         out["learner_seqs"] = int(sum(m.get("learner_seqs", 0) for m in everyone))

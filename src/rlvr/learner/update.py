@@ -360,6 +360,8 @@ class PolicyUpdate:
         sums, weight_total = self.sums, self.weight_total
         out = {k: v / weight_total for k, v in sums.items()} if weight_total else {}
         out.update({k: v / self.seq_total for k, v in self.seq_sums.items()})
+        if self.dp is not None and self.seq_sums:  # the ranks' sequence-mean objectives are combined by sequences
+            out["objective_seqs"] = self.seq_total
         if weight_total:  # mismatch was summed over first-pass tokens only (those with a sampler log-prob)
             out["logprob_mismatch"] = sums["logprob_mismatch"] / max(self.mismatch_tokens, 1.0)
             out["logprob_mismatch_max"] = self.mismatch_max

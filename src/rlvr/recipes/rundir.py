@@ -34,8 +34,8 @@ from rlvr.learner.checkpoint import CheckpointError, latest_intact_checkpoint, r
 from rlvr.recipes.config import RunConfig
 from rlvr.utils.files import atomic_write_json, read_json_or_none
 
-__all__ = ["RunDirectoryError", "RunClaim", "claim", "run_files", "config_changes", "RESUME_HARMLESS",
-           "SCHEDULE_KEYS", "LOCK_FILE", "OWNER_FILE"]
+__all__ = ["RunDirectoryError", "RunClaim", "claim", "run_files", "config_changes", "flat_config",
+           "RESUME_HARMLESS", "SCHEDULE_KEYS", "LOCK_FILE", "OWNER_FILE"]
 
 LOCK_FILE = ".rlvr.lock"
 OWNER_FILE = ".rlvr.owner.json"
@@ -132,12 +132,13 @@ def _lock(path: Path):
     return lock
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict) or not d:
+def flat_config(d: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as ``{"section.key": value}`` (an empty dict is kept as a value)."""
+    if not isinstance(d, dict):
         return {prefix[:-1]: d}
     out: dict[str, Any] = {}
     for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}."))
+        out.update(flat_config(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
     return out
 
 
@@ -149,7 +150,7 @@ def config_changes(old: dict, new: dict) -> dict[str, tuple[Any, Any]]:
     """Flattened keys whose value differs between two config dicts (``config_to_dict`` form): key -> (old, new).
     Keys that cannot alter the run (:data:`RESUME_HARMLESS`) are left out, and so is ``train.steps`` with a
     constant schedule (after warm-up a longer or shorter run is the same run cut elsewhere)."""
-    a, b = _flat(old), _flat(new)
+    a, b = flat_config(old), flat_config(new)
     out = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
            if not _harmless(k) and json.dumps(a.get(k), default=str) != json.dumps(b.get(k), default=str)}
     if "train.steps" in out and b.get("train.schedule") == "constant" and a.get("train.schedule") == "constant":

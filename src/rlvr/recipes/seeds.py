@@ -40,6 +40,7 @@ from rlvr.evaluate.seeds import (IGNORED_CONFIG_KEYS, headline, read_seed_run, r
 from rlvr.learner.checkpoint import latest_checkpoint
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import RLRecipe, TrainingInterrupted, actor_run
+from rlvr.recipes.rundir import flat_config
 from rlvr.recipes.run import train
 
 __all__ = ["SeedsError", "parse_seeds", "check_seeds", "plan_seeds", "SeedPlan", "train_seeds", "MAX_SEED"]
@@ -125,15 +126,6 @@ class SeedPlan:
     checkpoint: Path | None = None
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix[:-1]: d}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-    return out
-
-
 def _config_mismatch(cfg: RunConfig, path: Path) -> list[str]:
     """Keys where ``path/config.yaml`` (an earlier run of this seed) differs from ``cfg``; [] when none or no file."""
     file = path / "config.yaml"
@@ -143,7 +135,7 @@ def _config_mismatch(cfg: RunConfig, path: Path) -> list[str]:
         old = config_to_dict(load_config(RunConfig, file, []))
     except (ConfigError, ValueError) as e:  # written by other code: keys since renamed or removed
         return [f"its config.yaml does not load here ({str(e).splitlines()[0]})"]
-    a, b = _flat(config_to_dict(cfg)), _flat(old)
+    a, b = flat_config(config_to_dict(cfg)), flat_config(old)
     return [f"{k}: {a.get(k)!r} here, {b.get(k)!r} there" for k in sorted(set(a) | set(b))
             if k not in IGNORED_CONFIG_KEYS and a.get(k) != b.get(k)]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.rl import RLRecipe, run_recipe
+from rlvr.recipes.stage_kinds import StageKind, register_stage_kind
 
 __all__ = ["recipe_class", "train"]
 
@@ -31,3 +32,7 @@ def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
     recipe.  With ``distributed.learner=actor`` the recipe class is passed, as a value, to a Ray learner actor.
     """
     return run_recipe(recipe_class(cfg), cfg, **kwargs)
+
+
+register_stage_kind("rl", StageKind(RunConfig, train, passes=frozenset({"on_step"})),
+                    doc="rlvr train: RL on verifiable rewards (a stage's config is rlvr train's)")

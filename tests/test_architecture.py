@@ -31,7 +31,7 @@ def _planted(tmp_path: Path, plants: dict[str, str]) -> Path:
 def test_layers_contract_is_kept():
     res = _lint(ROOT / "src")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert "4 kept, 0 broken" in res.stdout
+    assert "5 kept, 0 broken" in res.stdout
 
 
 def test_a_planted_upward_import_breaks_the_contract(tmp_path):
@@ -65,9 +65,20 @@ def test_a_planted_advantage_computation_outside_the_credit_stage_breaks_its_con
     assert "rlvr.rewards.pipeline -> rlvr.algorithms.gae" in out
 
 
+
+def test_a_planted_command_import_in_the_clis_shared_modules_breaks_its_contract(tmp_path):
+    """The help text and the commands' shared helpers import no command (rlvr.cli.<verb>) and not the registration
+    (rlvr.cli): a command module is one file that nothing but the registration depends on."""
+    res = _lint(_planted(tmp_path, {"cli/help.py": "from rlvr.cli.eval import EVAL_SETTINGS\n    return EVAL_SETTINGS",
+                                    "cli/_common.py": "from rlvr.cli import VERBS\n    return VERBS"}))
+    assert res.returncode != 0
+    out = " ".join(res.stdout.split())
+    assert "import no command BROKEN" in out
+    assert "rlvr.cli.help -> rlvr.cli.eval" in out and "rlvr.cli._common -> rlvr.cli" in out
+
 # --------------------------------------------------------------------------- typed boundaries, short functions
 SRC = ROOT / "src" / "rlvr"
-ABOVE_THE_LAYERS = ("recipes", "cli.py", "help.py")  # what may read the run's config as a whole
+ABOVE_THE_LAYERS = ("recipes", "cli")  # what may read the run's config as a whole
 
 
 def _modules_below_the_recipes():

@@ -12,7 +12,7 @@ import pytest
 
 from rlvr.cli import main
 from rlvr.config import describe_config
-from rlvr.help import (MAX_WIDTH, component_kinds, components_overview, config_keys, reference_markdown,
+from rlvr.cli.help import (MAX_WIDTH, component_kinds, components_overview, config_keys, reference_markdown,
                        settings_overview, settings_reference)
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.reward_model import RMConfig
@@ -48,7 +48,7 @@ def test_generated_help_follows_a_narrow_terminal():
 def test_train_help_is_short_and_grouped_by_section(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "102")
     out = _help(capsys, "train", "--help")
-    from rlvr.help import component_kinds
+    from rlvr.cli.help import component_kinds
 
     kinds = component_kinds()
     head, components = out.split("registered components", 1)
@@ -80,7 +80,7 @@ def test_every_registry_of_rlvr_is_a_listed_kind():
     registries = _registries_in_rlvr()
     assert len(registries) >= 12
     missing = [r.kind for r in registries if id(r) not in listed]
-    assert not missing, f"registries missing from rlvr.help.component_kinds: {missing}"
+    assert not missing, f"registries missing from rlvr.cli.help.component_kinds: {missing}"
 
 
 def test_help_lists_every_registered_component_with_its_first_sentence_whole(capsys, monkeypatch):
@@ -146,18 +146,18 @@ def test_registry_doc_is_the_first_paragraph_not_the_first_line():
 def test_the_reference_page_is_current():
     page = ROOT / "docs" / "reference" / "config.md"
     assert page.read_text(encoding="utf-8") == reference_markdown(), \
-        "docs/reference/config.md is stale: run `python -m rlvr.help docs/reference/config.md`"
+        "docs/reference/config.md is stale: run `python -m rlvr.cli.help docs/reference/config.md`"
     for key in config_keys(RunConfig):
         assert f"| `{key}` |" in page.read_text(encoding="utf-8")
 
 
 def test_eval_flags_that_stand_for_config_keys_take_the_keys_type_range_default_and_doc(capsys, monkeypatch):
-    """`rlvr eval --n` and the other flags of rlvr.cli.EVAL_CONFIG_FLAGS are generated from the config field they
+    """`rlvr eval --n` and the other flags of rlvr.cli.eval.EVAL_CONFIG_FLAGS are generated from the config field they
     override: the help shows its doc and current default, and a value outside its range is refused naming the
     flag before any model loads."""
-    from rlvr.cli import EVAL_CONFIG_FLAGS
+    from rlvr.cli.eval import EVAL_CONFIG_FLAGS
     from rlvr.config import value_range
-    from rlvr.help import config_field
+    from rlvr.cli.help import config_field
 
     monkeypatch.setenv("COLUMNS", "102")
     flat = " ".join(_help(capsys, "eval", "--help").split())

@@ -327,11 +327,12 @@ def test_a_second_ctrl_c_during_the_checkpoint_stops_without_a_traceback(tmp_pat
 
 def test_cli_turns_a_stray_ctrl_c_into_exit_130_without_a_traceback(monkeypatch, capsys):
     import rlvr.cli as cli
+    import rlvr.cli.train
 
     def boom(ns):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_cmd_train", boom)
+    monkeypatch.setattr(rlvr.cli.train, "run", boom)
     parser = cli.build_parser
     monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), boom))
     assert cli.main(["train"]) == 130

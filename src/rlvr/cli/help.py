@@ -6,7 +6,7 @@
   the first sentence of its doc, under the config key that names it;
 * :func:`settings_reference`: every key with its type, default and doc (``--help-all``);
 * :func:`reference_markdown`: the same as a Markdown page, ``docs/reference/config.md``
-  (``python -m rlvr.help docs/reference/config.md`` writes it; a test keeps it current).
+  (``python -m rlvr.cli.help docs/reference/config.md`` writes it; a test keeps it current).
 
 Everything is wrapped to :func:`help_width` columns (at most 100).
 """
@@ -245,7 +245,7 @@ def reference_markdown() -> str:
     from rlvr.recipes.config import RunConfig
 
     out = ["# Configuration reference", "",
-           "Generated from the config models and the registries by `python -m rlvr.help docs/reference/config.md`;",
+           "Generated from the config models and the registries by `python -m rlvr.cli.help docs/reference/config.md`;",
            "a test fails when this page is not current. `rlvr train --help` shows the overview, "
            "`rlvr train --help-all`", "every key; components of installed plugins are listed there too.", "",
            "## Settings", "", "Override any key as `section.key=value` after the optional YAML file.", ""]
@@ -273,7 +273,7 @@ def reference_markdown() -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":  # python -m rlvr.help docs/reference/config.md
+if __name__ == "__main__":  # python -m rlvr.cli.help docs/reference/config.md
     text = reference_markdown()
     if len(sys.argv) > 1:
         Path(sys.argv[1]).write_text(text, encoding="utf-8")

@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``rlvr`` command ``argv`` (default ``sys.argv[1:]``); return its exit status (docs/cli.md)."""
     from rlvr.config import ConfigError
     from rlvr.learner.checkpoint import CheckpointError, NonFiniteWeightsError
     from rlvr.learner.guards import TrainingDiverged

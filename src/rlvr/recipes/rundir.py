@@ -24,7 +24,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,16 +94,18 @@ class RunClaim:
                 pass
 
 
-def run_files(path: Path) -> list[Path]:
-    """The files and directories of an earlier run in ``path``."""
-    return [path / n for n in RUN_FILES if (path / n).exists()]
+def run_files(path: Path, extra: Sequence[str] = ()) -> list[Path]:
+    """The files and directories of an earlier run in ``path`` (with ``extra``: a recipe's own, as glob
+    patterns, e.g. ``final``, ``round-*``)."""
+    found = [path / n for n in RUN_FILES if (path / n).exists()]
+    return found + [p for pattern in extra for p in sorted(path.glob(pattern)) if p not in found]
 
 
-def _foreign(path: Path) -> list[str]:
+def _foreign(path: Path, extra: Sequence[str] = ()) -> list[str]:
     """Entries of ``path`` that no run writes (hidden ones aside)."""
     if not path.is_dir():
         return []
-    known = set(RUN_FILES) | {"wandb", "mlflow.db", "report.html"}
+    known = set(RUN_FILES) | {"wandb", "mlflow.db", "report.html"} | {p.name for p in run_files(path, extra)}
     return sorted(p.name for p in path.iterdir()
                   if not p.name.startswith(".") and p.name not in known and not p.name.endswith(".jsonl"))
 
@@ -162,19 +164,25 @@ def _allowed(key: str, allowed: list[str]) -> bool:
     return any(key == a or key.startswith(a.rstrip(".") + ".") for a in allowed)
 
 
-def _checkpoint_config(ckpt: Path, run_dir: Path) -> tuple[dict | None, str]:
-    """The config a checkpoint was written under: its own config.yaml, else the run directory's."""
+def _checkpoint_config(ckpt: Path, run_dir: Path, cls: type = RunConfig) -> tuple[dict | None, str]:
+    """The config (of class ``cls``) a checkpoint was written under: its own config.yaml, else the run
+    directory's."""
     for f in (ckpt / "config.yaml", run_dir / "config.yaml"):
         if f.is_file():
             try:
-                return config_to_dict(load_config(RunConfig, f, [])), str(f)
+                return config_to_dict(load_config(cls, f, [])), str(f)
             except (ConfigError, ValueError, OSError) as e:
                 return None, f"{f} does not load here ({str(e).splitlines()[0][:200]})"
     return None, "no config.yaml beside it"
 
 
-def claim(cfg: RunConfig, warn: Callable[[str], None] = print) -> RunClaim:
+def claim(cfg: RunConfig, warn: Callable[[str], None] = print, extra_files: Sequence[str] = ()) -> RunClaim:
     """Lock ``cfg.train.output_dir`` for this run and check that the run may write there (module docstring).
+
+    ``cfg`` is a :class:`RunConfig` or another recipe's config with a ``train`` section holding ``output_dir``,
+    ``resume``, ``overwrite`` and ``resume_changes`` (an SFT run's); a resume compares it with the checkpoint's
+    config loaded as the same class.  ``extra_files`` (glob patterns) are the recipe's own outputs besides
+    :data:`RUN_FILES` (an SFT run's ``final`` model): deleted by ``train.overwrite``, never called foreign.
 
     Raises :class:`RunDirectoryError` (a bad-input error: nothing was loaded, nothing in the directory was
     changed) when it may not.
@@ -194,22 +202,22 @@ def claim(cfg: RunConfig, warn: Callable[[str], None] = print) -> RunClaim:
     lock = _lock(path)
     held = RunClaim(path, lock, created=created)
     try:
-        _check(cfg, held, warn)
+        _check(cfg, held, warn, tuple(extra_files))
     except BaseException:
         held.release()
         raise
     return held
 
 
-def _check(cfg: RunConfig, held: RunClaim, warn: Callable[[str], None]) -> None:
+def _check(cfg: RunConfig, held: RunClaim, warn: Callable[[str], None], extra: tuple[str, ...] = ()) -> None:
     tcfg, path = cfg.train, held.path
     earlier = [p for p in (path / n for n in RUN_MARKERS) if p.exists()]
-    foreign = _foreign(path)
+    foreign = _foreign(path, extra)
     if tcfg.overwrite:
         if foreign and not earlier:
             warn(f"train.overwrite=true: {path} holds files that are not a run's ({', '.join(foreign[:5])}); "
                  "they are left as they are")
-        removed = run_files(path)
+        removed = run_files(path, extra)
         for p in removed:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
         if removed:
@@ -236,7 +244,7 @@ def _check(cfg: RunConfig, held: RunClaim, warn: Callable[[str], None]) -> None:
         raise RunDirectoryError(f"resume: {e}") from None
     if held.checkpoint is None:
         return
-    old, where = _checkpoint_config(held.checkpoint, path)
+    old, where = _checkpoint_config(held.checkpoint, path, type(cfg))
     if old is None:
         warn(f"resume: cannot compare this run's config with the checkpoint's: {where}")
         return

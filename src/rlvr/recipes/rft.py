@@ -11,6 +11,9 @@ the reward accepts, fine-tune on it, repeat.
     round-<i>/sft/  = the SFT recipe on it, from the current model             # its final/ is the next model
     round-<i>/done.json
 
+Held-out accuracy (rlvr train's evaluation) is taken before the first round and after the last
+(``eval_before.json`` / ``eval_after.json``; ``rft.eval_every_round``: after every round too, by its SFT run).
+
 Resume (``train.resume``): a round with ``done.json`` is skipped; an interrupted round reuses its
 ``samples.jsonl`` (sampling is seeded by round, so a round interrupted while sampling samples the same again) and
 resumes its SFT run from its last checkpoint.
@@ -40,7 +43,7 @@ from rlvr.types import Problem
 from rlvr.utils.files import atomic_write_json, read_json_or_none
 from rlvr.version import code_version
 
-__all__ = ["run_rft", "load_rft_config", "select_samples", "sample_round"]
+__all__ = ["run_rft", "load_rft_config", "select_samples", "sample_round", "evaluate_model"]
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +143,35 @@ def _round_sft_config(cfg: RFTConfig, model_name: str, samples: Path, out: Path,
     train = config_to_dict(cfg.train)
     has_ckpt = out.is_dir() and latest_intact_checkpoint(out) is not None
     train.update(output_dir=str(out), resume=has_ckpt, overwrite=out.is_dir() and not has_ckpt)
-    first, last = round_index == 1, round_index == r.rounds
-    ev = config_to_dict(cfg.eval)
-    ev.update(before_training=cfg.eval.before_training and (first or r.eval_every_round),
-              after_training=cfg.eval.after_training and (last or r.eval_every_round), accuracy=True)
+    ev = config_to_dict(cfg.eval)  # the run evaluates before the first and after the last round itself
+    ev.update(before_training=False, after_training=cfg.eval.after_training and r.eval_every_round,
+              accuracy=r.eval_every_round)
     data = {"plugins": list(cfg.plugins), "model": {**config_to_dict(cfg.model), "name": model_name},
             "task": config_to_dict(cfg.task), "reward": config_to_dict(cfg.reward),
             "data": {"source": "jsonl", "path": str(samples), "format": "auto", "num_heldout": 0,
                      "max_length": cfg.max_length},
             "train": train, "eval": ev}
     return load_config(SFTConfig, None, [], data=data)
+
+
+def evaluate_model(cfg: RFTConfig, model_name: str, problems: list[Problem], tag: str, out: Path) -> dict:
+    """Held-out accuracy of ``model_name`` as rlvr train evaluates it (``eval`` section; ``eval_<tag>.json``)."""
+    from rlvr.engines.registry import EngineContext, build_engine
+    from rlvr.models import load_policy
+    from rlvr.recipes.rl import evaluate_heldout, format_eval
+    from rlvr.utils.device import resolve_device
+    from rlvr.verifiers import get_verifier
+
+    m = cfg.model
+    model, tokenizer = load_policy(model_name, dtype=m.dtype, cache=m.cache_dir)
+    model.to(resolve_device(m.device)).eval()
+    ctx = EngineContext(batch_size=cfg.eval.batch_size or cfg.rft.batch_size, system_prompt=cfg.task.system_prompt,
+                        policy_dtype=m.dtype, model_name=model_name, cache_dir=m.cache_dir, seed=cfg.train.seed)
+    engine = build_engine("hf", model, tokenizer, ctx)
+    verifier = get_verifier(cfg.reward.verifier, **cfg.reward.verifier_params)
+    result = evaluate_heldout(engine, problems, verifier, cfg, tag, out)
+    print(f"held-out accuracy {tag} rejection-sampling fine-tuning: {format_eval(result)}")
+    return result
 
 
 def run_rft(cfg: RFTConfig, *, verifier=None) -> dict[str, Any]:
@@ -169,7 +191,7 @@ def _run(cfg: RFTConfig, verifier) -> dict[str, Any]:
     r = cfg.rft
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    train_problems, _ = build_task(cfg.task)
+    train_problems, heldout = build_task(cfg.task)
     if not train_problems:
         from rlvr.config import ConfigError
 
@@ -183,6 +205,11 @@ def _run(cfg: RFTConfig, verifier) -> dict[str, Any]:
                             resume_from_step=finished if cfg.train.resume else None)
     model_name = cfg.model.name
     summary: dict[str, Any] = {"output_dir": str(out), "rounds": [], "sampler": r.sampler or "policy"}
+    before = read_json_or_none(out / "eval_before.json")  # a resumed run's: not evaluated again
+    if before is None and cfg.eval.before_training and heldout:
+        before = evaluate_model(cfg, model_name, heldout, "before", out)
+    if before is not None:
+        summary["accuracy_before"] = next(iter(before.values()))["accuracy"]
     try:
         for i in range(1, r.rounds + 1):
             rdir = out / f"round-{i:03d}"
@@ -225,13 +252,14 @@ def _run(cfg: RFTConfig, verifier) -> dict[str, Any]:
             summary["rounds"].append(result)
     finally:
         tracker.close()
-    rounds = summary["rounds"]
     summary["final_model"] = model_name
     summary["code"] = code_version()
-    for tag, pick in (("before", rounds), ("after", list(reversed(rounds)))):
-        for rr in pick:
-            if f"accuracy_{tag}" in rr:
-                summary[f"accuracy_{tag}"] = rr[f"accuracy_{tag}"]
-                break
+    if cfg.eval.after_training and heldout:
+        last = summary["rounds"][-1] if summary["rounds"] else {}
+        after = read_json_or_none(Path(last["sft"]["output_dir"]) / "eval_after.json") \
+            if "accuracy_after" in last else None  # evaluated by the last round's SFT already
+        if after is None:
+            after = evaluate_model(cfg, model_name, heldout, "after", out)
+        summary["accuracy_after"] = next(iter(after.values()))["accuracy"]
     atomic_write_json(out / "summary.json", summary, indent=2, default=str)
     return summary

@@ -194,8 +194,12 @@ def test_held_out_loss_falls_and_the_final_model_loads_as_rlvr_train_model(tmp_p
     from rlvr.recipes.sft import run_sft
 
     s = run_sft(_cfg(tmp_path, f"model.name={tiny_model_dir}", "train.steps=8", "eval.before_training=true",
-                     "eval.after_training=true", "eval.num_problems=4", "eval.max_new_tokens=4"))
+                     "eval.after_training=true", "eval.num_problems=4", "eval.max_new_tokens=4", "eval.every=4",
+                     "eval.loss_every=4"))
     assert s["heldout_loss_after"] < s["heldout_loss_before"]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "heldout.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "heldout_loss" in r] == [0, 4, 8, 8]  # before, every 4, after
+    assert [r["step"] for r in rows if "heldout_accuracy" in r] == [0, 4, 8, 8]
     assert "accuracy_before" in s and "accuracy_after" in s
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["final_model"] == str(tmp_path / "run" / "final")

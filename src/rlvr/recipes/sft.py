@@ -214,6 +214,18 @@ class SFTRecipe:
         finally:
             set_rng_state(state, self.engine.generator)
 
+    def periodic_accuracy(self, step: int) -> None:
+        """An ``eval.every`` held-out accuracy (rlvr train's periodic evaluation), a heldout.jsonl row."""
+        from rlvr.recipes.rl import periodic_eval
+
+        state = rng_state(self.engine.generator)
+        try:
+            row = periodic_eval(self.engine, self.heldout_problems, self.verifier, self.cfg, step, 0)
+        finally:
+            set_rng_state(state, self.engine.generator)
+        row.pop("rollouts", None)
+        self.tracker.log(row, step, group="heldout")
+
     def evaluate(self, tag: str, step: int) -> dict[str, Any]:
         """Held-out SFT loss and task accuracy, logged to heldout.jsonl; ``{"heldout_loss": ..., "accuracy": ...}``."""
         out: dict[str, Any] = {}
@@ -281,6 +293,8 @@ class SFTRecipe:
                         self.checkpoint(step + 1)
                 if cfg.eval.loss_every and (step + 1) % cfg.eval.loss_every == 0:
                     self.evaluate("during", step + 1)
+                if cfg.eval.every and self.engine is not None and (step + 1) % cfg.eval.every == 0:
+                    self.periodic_accuracy(step + 1)
         except KeyboardInterrupt as e:
             self.interrupted(snap, e)
         return self.finish(summary, row)

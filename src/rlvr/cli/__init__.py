@@ -36,7 +36,7 @@ from rlvr.cli._common import Parser, add_common, error, plugin_modules
 
 __all__ = ["VERBS", "DESCRIPTION", "build_parser", "main"]
 
-VERBS = ("train", "seeds", "eval", "config", "verify", "search", "compare", "contamination", "export", "rm")
+VERBS = ("train", "sft", "rft", "pipeline", "seeds", "eval", "config", "verify", "search", "compare", "contamination", "export", "rm")
 """The commands, by module name under ``rlvr.cli``, in the order ``rlvr --help`` lists them."""
 
 DESCRIPTION = """``rlvr`` command line: a thin layer that parses config and calls the library.
@@ -44,6 +44,9 @@ DESCRIPTION = """``rlvr`` command line: a thin layer that parses config and call
     rlvr train [CONFIG.yaml] [key=value ...]    RL training (+ held-out eval before/after)
     rlvr train CONFIG.yaml --seeds 0-4 [...]     one run per seed, then seeds.json/.md/.png
     rlvr seeds summarize DIR                     rebuild that summary from the seed-<s> runs
+    rlvr sft [CONFIG.yaml] [key=value ...]      supervised fine-tuning (loss on completions only)
+    rlvr rft [CONFIG.yaml] [key=value ...]      rejection-sampling fine-tuning rounds
+    rlvr pipeline PIPELINE.yaml [--resume]       stages in one config: sft -> rl, rl -> distill, ...
     rlvr eval  [CONFIG.yaml] [key=value ...]    accuracy of a model or checkpoint on a task
     rlvr config [CONFIG.yaml] [key=value ...]   print the resolved config as YAML
     rlvr verify INPUT.jsonl [--verifier math]    score completions against references

@@ -159,6 +159,8 @@ def component_kinds() -> list[Kind]:
     from rlvr.engines.registry import ENGINES
     from rlvr.envs import ENVIRONMENTS
     from rlvr.learner.passes import POLICY_INPUTS
+    from rlvr.recipes.pipeline import import_stage_kinds
+    from rlvr.recipes.stage_kinds import STAGE_KINDS
     from rlvr.rewards.rubric import REWARD_FUNCTIONS
     from rlvr.rewards.shaping import REWARD_SHAPING
     from rlvr.rewards.sources import REWARD_SOURCES
@@ -189,6 +191,8 @@ def component_kinds() -> list[Kind]:
         Kind("policy losses", "algorithm.policy_loss (options in algorithm.policy_loss_params)", POLICY_LOSSES),
         Kind("KL estimators", "algorithm.kl_estimator", KL_ESTIMATORS),
         Kind("IS corrections", "algorithm.is_correction (options in algorithm.is_params)", IS_CORRECTIONS),
+        Kind("stage kinds", "stages[].kind of rlvr pipeline (each stage is configured by its own command's config)",
+             import_stage_kinds() or STAGE_KINDS),
     ]
 
 
@@ -240,6 +244,43 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _settings_markdown(cls: type[ConfigModel], prefix: str = "") -> list[str]:
+    """One table per section of ``cls`` (keys outside any section get a table each)."""
+    out: list[str] = []
+    for name, f in cls.model_fields.items():
+        sub = _section(f.annotation)
+        out += [f"### `{prefix}{name}`", "", plain_text(f.description or ""), ""]
+        out += ["| key | type | default | valid | description |", "|---|---|---|---|---|"]
+        fields = [(name, f, None)] if sub is None else [(k, g, s) for k, g, s in _fields(sub, name) if s is None]
+        for key, g, _ in fields:
+            out.append(f"| `{prefix}{key}` | `{_cell(_type_name(g.annotation))}` | `{_cell(_default(g))}` | "
+                       f"{_cell(_range(g))} | {_cell(plain_text(g.description or ''))} |")
+        out.append("")
+    return out
+
+
+def _other_commands() -> list[tuple[str, type[ConfigModel], str]]:
+    """The commands besides ``rlvr train`` with configs of their own: (command, config class, one line)."""
+    from rlvr.recipes.pipeline import PipelineConfig, StageConfig
+    from rlvr.recipes.rft_config import RFTConfig
+    from rlvr.recipes.sft_config import SFTConfig
+
+    return [("rlvr sft", SFTConfig, "Supervised fine-tuning (docs/post-training.md)."),
+            ("rlvr rft", RFTConfig, "Rejection-sampling fine-tuning rounds (docs/post-training.md)."),
+            ("rlvr pipeline", PipelineConfig, "Stages in one config (docs/post-training.md); each entry of "
+                                              "`stages` has the keys of the `stages[]` table."),
+            ("rlvr pipeline: stages[]", StageConfig, "One stage of a pipeline.")]
+
+
+def command_help(command: str, full: bool = False) -> str:
+    """The epilog of ``rlvr sft`` / ``rft`` / ``pipeline``: its settings by section (``full``: every key's type,
+    default and doc)."""
+    for name, cls, _ in _other_commands():
+        if name == command:
+            return settings_reference(cls) if full else settings_overview(cls)
+    raise KeyError(command)
+
+
 def reference_markdown() -> str:
     """``docs/reference/config.md``: every key of ``rlvr train`` and every built-in component, as Markdown."""
     from rlvr.recipes.config import RunConfig
@@ -249,15 +290,10 @@ def reference_markdown() -> str:
            "a test fails when this page is not current. `rlvr train --help` shows the overview, "
            "`rlvr train --help-all`", "every key; components of installed plugins are listed there too.", "",
            "## Settings", "", "Override any key as `section.key=value` after the optional YAML file.", ""]
-    for name, f in RunConfig.model_fields.items():
-        sub = _section(f.annotation)
-        out += [f"### `{name}`", "", plain_text(f.description or ""), ""]
-        out += ["| key | type | default | valid | description |", "|---|---|---|---|---|"]
-        fields = [(name, f, None)] if sub is None else [(k, g, s) for k, g, s in _fields(sub, name) if s is None]
-        for key, g, _ in fields:
-            out.append(f"| `{key}` | `{_cell(_type_name(g.annotation))}` | `{_cell(_default(g))}` | "
-                       f"{_cell(_range(g))} | {_cell(plain_text(g.description or ''))} |")
-        out.append("")
+    out += _settings_markdown(RunConfig)
+    for command, cls, note in _other_commands():
+        out += [f"## Settings of `{command}`", "", note, ""]
+        out += _settings_markdown(cls)
     out += ["## Components", "", "The names each key accepts, with their options (the keyword options of the "
             "registered function or class).", ""]
     for kind in component_kinds():

@@ -33,9 +33,16 @@ DESCRIPTION = (
     "Example: rlvr pipeline configs/pipeline_sft_rl.yaml")
 
 
+def _settings(full: bool) -> str:
+    from rlvr.cli.help import command_help
+
+    return command_help("rlvr pipeline", full)
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("pipeline", help="stages in one config: SFT -> RL, RL -> distillation, interleaved",
-                       description=DESCRIPTION)
+                       description=DESCRIPTION, epilog_fn=lambda: _settings(False),
+                       full_epilog_fn=lambda: _settings(True))
     p.add_argument("args", nargs="*", metavar="PIPELINE.yaml | key=value",
                    help="a pipeline YAML followed by dotted overrides, e.g. output_dir=runs/p repeat=2")
     p.add_argument("--resume", action="store_true",

@@ -34,7 +34,7 @@ from rlvr.recipes.rundir import RunDirectoryError, config_changes, flat_config
 from rlvr.recipes.stage_kinds import STAGE_KINDS, StageKind
 from rlvr.utils.files import atomic_write_json, atomic_write_text, read_json_or_none
 
-__all__ = ["StageConfig", "PipelineConfig", "PlannedStage", "load_pipeline", "plan_stages", "run_pipeline",
+__all__ = ["import_stage_kinds", "StageConfig", "PipelineConfig", "PlannedStage", "load_pipeline", "plan_stages", "run_pipeline",
            "format_pipeline_summary"]
 
 _PLACEHOLDER = re.compile(r"\{(previous|stage:([A-Za-z0-9_.-]+))\}")
@@ -60,7 +60,7 @@ class StageConfig(ConfigModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
-        _import_kinds()
+        import_stage_kinds()
         STAGE_KINDS.entry(kind, key="kind")  # an unknown kind names the known ones
         return kind
 
@@ -122,7 +122,7 @@ class PipelineConfig(ConfigModel):
         return self
 
 
-def _import_kinds() -> None:
+def import_stage_kinds() -> None:
     """The built-in kinds register themselves when their recipes are imported."""
     import rlvr.recipes.run  # noqa: F401  (rl, distill)
     for module in ("rlvr.recipes.sft", "rlvr.recipes.rft"):

@@ -34,6 +34,7 @@ from rlvr.recipes.rft_config import RFTConfig, load_rft_config
 from rlvr.recipes.rundir import claim
 from rlvr.recipes.sft import FINAL_MODEL, run_sft
 from rlvr.recipes.sft_config import SFTConfig
+from rlvr.recipes.stage_kinds import StageKind, register_stage_kind
 from rlvr.rollout.collect import CollectSettings, collect_rollouts
 from rlvr.tasks.jsonl import write_jsonl
 from rlvr.tasks.registry import build_task
@@ -260,6 +261,12 @@ def _run(cfg: RFTConfig, verifier) -> dict[str, Any]:
             if "accuracy_after" in last else None  # evaluated by the last round's SFT already
         if after is None:
             after = evaluate_model(cfg, model_name, heldout, "after", out)
+        elif not (out / "eval_after.json").is_file():  # the run's own result file, as rlvr train and rlvr sft write
+            atomic_write_json(out / "eval_after.json", after, indent=2)
         summary["accuracy_after"] = next(iter(after.values()))["accuracy"]
     atomic_write_json(out / "summary.json", summary, indent=2, default=str)
     return summary
+
+
+register_stage_kind("rft", StageKind(RFTConfig, run_rft),
+                    doc="rlvr rft: rounds of sampling, keeping accepted samples and fine-tuning on them")

@@ -40,6 +40,7 @@ from rlvr.plugins import load_plugins
 from rlvr.recipes.rl import TrainingInterrupted, evaluate_heldout, format_eval
 from rlvr.recipes.rundir import RunClaim, claim
 from rlvr.recipes.sft_config import SFTConfig, load_sft_config
+from rlvr.recipes.stage_kinds import StageKind, register_stage_kind
 from rlvr.tasks.jsonl import DatasetError
 from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
@@ -396,3 +397,7 @@ def run_sft(cfg: SFTConfig, **kwargs: Any) -> dict[str, Any]:
     ``model.name``; held-out loss and accuracy before and after).  Keyword arguments (``model``, ``tokenizer``,
     ``on_step``) go to the recipe."""
     return SFTRecipe(cfg, **kwargs).train()
+
+
+register_stage_kind("sft", StageKind(SFTConfig, run_sft, passes=frozenset({"on_step"})),
+                    doc="rlvr sft: supervised fine-tuning (loss on completion tokens only)")

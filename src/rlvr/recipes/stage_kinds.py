@@ -28,9 +28,11 @@ __all__ = ["STAGE_KINDS", "StageKind", "final_model_of_run"]
 
 
 def final_model_of_run(stage_dir: Path) -> str | None:
-    """The final model of a finished ``rlvr train`` style run: ``<final_checkpoint>/model`` from its
-    ``summary.json`` (None while the run has not finished)."""
+    """The final model of a finished run, from its ``summary.json``: ``final_model`` (``rlvr sft``, ``rlvr rft``)
+    or ``<final_checkpoint>/model`` (``rlvr train``); None while the run has not finished."""
     summary = read_json_or_none(Path(stage_dir) / "summary.json") or {}
+    if summary.get("final_model"):
+        return str(summary["final_model"]) if Path(summary["final_model"]).is_dir() else None
     ckpt = summary.get("final_checkpoint")
     if not ckpt:
         return None

@@ -44,10 +44,18 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+CLONE_NEWIPC = 0x08000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18)
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+MASKED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+"""World-writable (or socket-holding) directories covered by a private tmpfs in ``namespace`` mode:
+nothing the program writes there outlives it, and no host Unix socket kept there (the X11,
+D-Bus, Docker ... sockets) can be reached."""
+PACKAGES_DIR = "/run/rlvr-packages"
+STAGE_DIR = "/run/rlvr-stage"
+WATCH_INTERVAL = 0.05
 
 
 def _libc():
@@ -66,20 +74,99 @@ def _mount(libc, source, target, fstype, flags, data):
                       data.encode() if data else None), f"mount {target}")
 
 
+def _mask_dirs(cfg, libc, opts):
+    for d in MASKED_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            _mount(libc, "tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,{opts}")
+
+
+def _blocked_ancestor(path):
+    """The topmost directory above ``path`` that other users cannot traverse, or None."""
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts)):
+        d = "/" + "/".join(parts[:i])
+        if not os.stat(d).st_mode & 0o001:
+            return d
+    return None
+
+
+def _expose(libc, paths):
+    """Make each directory of ``paths`` (the interpreter's prefix, the allowed packages) readable
+    by the sandbox uid, read-only, when an ancestor (such as a 0700 /root) hides it: the
+    directory is bind-mounted aside, the hiding ancestor covered by an empty tmpfs (so the rest
+    of it stays hidden), and the directory moved back to its own path, read-only."""
+    staged = []
+    for path in paths:
+        top = _blocked_ancestor(path)
+        if top is None:
+            continue
+        stage = f"{STAGE_DIR}/{len(staged)}"
+        os.makedirs(stage)
+        _mount(libc, path, stage, None, MS_BIND | MS_REC, None)
+        staged.append((path, top, stage))
+    covered = set()
+    for path, top, stage in staged:
+        if top not in covered:
+            _mount(libc, "tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+            covered.add(top)
+        os.makedirs(path, exist_ok=True)
+        _mount(libc, stage, path, None, MS_MOVE, None)
+        _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        os.rmdir(stage)
+    if staged:
+        os.rmdir(STAGE_DIR)
+
+
+def _write_id_maps(uid, gid):
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1\n")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1\n")
+
+
 def _enter_namespaces(cfg, libc):
     mode = cfg["mode"]
     if mode == "namespace":
-        _check(libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID), "unshare(net|mnt|pid)")
+        _check(libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare(net|mnt|pid|ipc)")
         _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
-        for d in MASKED_DIRS:
-            if os.path.isdir(d) and not os.path.islink(d):
-                _mount(libc, "tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,mode=1777")
+        _mask_dirs(cfg, libc, "mode=1777")
+        _expose(libc, cfg.get("expose", []))
         work = cfg["workdir"]
         os.makedirs(work, exist_ok=True)
         _mount(libc, "tmpfs", work, "tmpfs", MS_NOSUID | MS_NODEV,
                f"size={cfg['tmpfs_mb']}m,mode=0700,uid={cfg['uid']},gid={cfg['gid']}")
     elif mode == "userns":
-        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNET), "unshare(user|net)")
+        uid, gid = os.getuid(), os.getgid()
+        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS),
+               "unshare(user|net|ipc|mnt)")
+        _write_id_maps(uid, gid)
+        _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
+        _mask_dirs(cfg, libc, "mode=1777")
+        os.makedirs(cfg["workdir"], exist_ok=True)  # (a new, empty one when /tmp held it)
+        _mount(libc, "tmpfs", cfg["workdir"], "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['tmpfs_mb']}m,mode=0700")
+
+
+def _packages_dir(cfg):
+    """A directory holding one link per allowed package (``cfg["packages"]``: name -> real path),
+    put on the program's ``sys.path`` after the standard library; None when none is allowed."""
+    links = cfg.get("packages") or {}
+    if not links:
+        return None
+    d = PACKAGES_DIR if cfg["mode"] == "namespace" else os.path.join(cfg["workdir"], ".rlvr-packages")
+    os.makedirs(d, mode=0o755)
+    for name, target in links.items():
+        os.symlink(target, os.path.join(d, name))
+    return d
+
+
+def _program_path(cfg, pkgdir):
+    """The program's ``sys.path``: its work directory, the standard library, the allowed packages
+    (the interpreter's site-packages, and the sandbox's own directory, are left out)."""
+    stdlib = [p for p in sys.path if p and p.startswith(sys.base_prefix)
+              and "site-packages" not in p and "dist-packages" not in p]
+    return [cfg["workdir"]] + stdlib + ([pkgdir] if pkgdir else [])
 
 
 def _killer(pid):
@@ -103,7 +190,7 @@ def _killer(pid):
     return kill_fd
 
 
-def _split_into_pid_namespace(libc):
+def _split_into_pid_namespace(cfg, libc):
     """Fork the PID namespace's init; return only in the process that will run the program.
 
     Three processes, all still root here:
@@ -152,18 +239,62 @@ def _split_into_pid_namespace(libc):
     os.close(status_r)
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(pdeathsig)")
     _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # woken by sigtimedwait below
     program = os.fork()
     if program == 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.close(status_w)
         return
+    bound_kb = cfg["tree_memory_mb"] * 1024 if cfg.get("tree_memory_mb") else None
+    cpu_bound = cfg.get("tree_cpu_seconds")
+    verdict = None  # the wait status reported for a run the watchdog ended
     while True:
         try:
-            pid, status = os.waitpid(-1, 0)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             os._exit(1)
         if pid == program:
-            os.write(status_w, str(status).encode())
+            os.write(status_w, str(verdict if verdict is not None else status).encode())
             os._exit(0)
+        if pid:
+            continue
+        if verdict is None:
+            pss_kb, cpu = _tree_usage()
+            why = None
+            if bound_kb is not None and pss_kb > bound_kb:
+                why, verdict = f"used more than {cfg['tree_memory_mb']} MiB", signal.SIGKILL
+            elif cpu_bound is not None and cpu > cpu_bound:
+                why, verdict = f"used more than {cpu_bound} CPU seconds", signal.SIGXCPU
+            if why:
+                sys.stderr.write(f"\nrlvr-sandbox: the run's processes together {why}; all killed\n")
+                sys.stderr.flush()
+                os.kill(-1, signal.SIGKILL)  # from the namespace's init: every process of the run but itself
+        signal.sigtimedwait({signal.SIGCHLD}, WATCH_INTERVAL)
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_usage():
+    """(proportional set size in KiB, CPU seconds) of the run: every process of the PID
+    namespace but its init (whose own /proc lists only the run's processes; shared pages are
+    split among their users), plus the CPU time of those already reaped by the init."""
+    pss, ticks = 0, 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                ticks += sum(int(v) for v in fields[11:15])  # utime, stime, and of its reaped children
+                with open(f"/proc/{name}/smaps_rollup", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"Pss:"):
+                            pss += int(line.split()[1])
+                            break
+            except (OSError, ValueError, IndexError):
+                pass
+    t = os.times()
+    return pss, ticks / _TICK + t.children_user + t.children_system
 
 
 def _drop_privileges(cfg, libc):
@@ -180,7 +311,6 @@ def _set_limits(cfg):
     mb = 1024 * 1024
     limits = [
         (resource.RLIMIT_AS, cfg["memory_mb"] * mb),
-        (resource.RLIMIT_CPU, cfg["cpu_seconds"]),
         (resource.RLIMIT_FSIZE, cfg["file_size_mb"] * mb),
         (resource.RLIMIT_NOFILE, cfg["max_open_files"]),
         (resource.RLIMIT_CORE, 0),
@@ -189,6 +319,8 @@ def _set_limits(cfg):
         limits.append((resource.RLIMIT_NPROC, cfg["max_processes"]))
     for which, value in limits:
         resource.setrlimit(which, (value, value))
+    # CPU: SIGXCPU at the limit (the caller reports a timeout), SIGKILL one second later
+    resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu_seconds"], cfg["cpu_seconds"] + 1))
 
 
 def _install_audit_hook(cfg):
@@ -212,20 +344,37 @@ def _install_audit_hook(cfg):
     strict_only = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                    "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "signal.pthread_kill",
                    "os.startfile"}
-    path_events = {"os.remove": 0, "os.rmdir": 0, "os.rename": (0, 1), "os.replace": (0, 1),
-                   "os.chmod": 0, "os.chown": 0, "os.truncate": 0, "os.link": (0, 1),
-                   "os.symlink": 1, "os.mkdir": 0, "os.utime": 0, "shutil.rmtree": 0,
-                   "os.chflags": 0, "os.mkfifo": 0, "os.mknod": 0, "os.setxattr": 0,
-                   "os.removexattr": 0}
+    # event -> (indices of the path arguments, index of the dir_fd argument of each, or None)
+    path_events = {"os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)),
+                   "os.rename": ((0, 1), (2, 3)), "os.replace": ((0, 1), (2, 3)),
+                   "os.link": ((0, 1), (2, 3)), "os.symlink": ((1,), (2,)),
+                   "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)), "os.mkdir": ((0,), (2,)),
+                   "os.utime": ((0,), (3,)), "os.mkfifo": ((0,), (2,)), "os.mknod": ((0,), (3,)),
+                   "os.truncate": ((0,), (None,)), "shutil.rmtree": ((0,), (None,)),
+                   "os.chflags": ((0,), (None,)), "os.setxattr": ((0,), (None,)),
+                   "os.removexattr": ((0,), (None,))}
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    join, isabs, isdir, readlink, sep = os.path.join, os.path.isabs, os.path.isdir, os.readlink, os.sep
 
-    def inside(path):
+    def text(path):
+        p = fspath(path)
+        return p.decode("utf-8", "surrogateescape") if isinstance_(p, bytes_) else p
+
+    def resolve(path, dir_fd=None):
+        """``path`` as the kernel will read it: relative to ``dir_fd``'s directory when given."""
+        p = text(path)
+        if dir_fd is not None and isinstance_(dir_fd, int_) and not isabs(p):
+            p = join(readlink(f"/proc/self/fd/{dir_fd}"), p)
+        return realpath(p)
+
+    def inside(path, dir_fd=None):
         if isinstance_(path, int_):
-            return True  # an fd the program already holds
-        p = realpath(fspath(path))
-        if isinstance_(p, bytes_):
-            p = p.decode("utf-8", "surrogateescape")
+            return True  # an fd the program already holds (never a directory outside: see "open")
+        p = resolve(path, dir_fd)
         return p == work or startswith(p, work + "/") or p == "/dev/null"
+
+    def climbs(p):
+        return ".." in p.split(sep)
 
     def hook(event, args):
         if event in always or (strict and event in strict_only):
@@ -233,26 +382,34 @@ def _install_audit_hook(cfg):
                 return
             raise PermissionError(f"sandbox: {event} is not allowed")
         if event == "open":
+            # the event carries no dir_fd: os.open(path, flags, dir_fd=fd) is checked as if relative
+            # to the work directory, so no fd of a directory outside it may be opened, and a write
+            # through a relative path may not climb with ".."
             path, mode, flags = args
             if path is None or isinstance_(path, int_):
                 return
             writing = (isinstance_(mode, str_) and any(c in mode for c in "wax+")) or (
                 isinstance_(flags, int_) and flags & write_flags)
-            p = fspath(path)
-            if isinstance_(p, bytes_):
-                p = p.decode("utf-8", "surrogateescape")
-            if writing and not inside(p):
+            p = text(path)
+            if writing and (not inside(p) or (not isabs(p) and climbs(p))):
                 raise PermissionError(f"sandbox: writing {p!r} outside the work directory")
             rp = realpath(p)
+            if mode is None and ((not isabs(p) and climbs(p)) or (not inside(rp) and isdir(rp))):
+                raise PermissionError(f"sandbox: opening the directory {rp!r} is not allowed")
             if startswith(rp, "/proc/") and rp.split("/")[2] not in (me, "self", "thread-self") \
                     and rp.split("/")[2].isdigit():
                 raise PermissionError(f"sandbox: reading {rp!r} is not allowed")
             return
-        idx = path_events.get(event)
-        if idx is not None:
-            for i in (idx if isinstance_(idx, tuple) else (idx,)):
-                if i < len(args) and args[i] is not None and not inside(args[i]):
+        spec = path_events.get(event)
+        if spec is not None:
+            for i, j in zip(*spec):
+                fd = args[j] if j is not None and j < len(args) else None
+                if i < len(args) and args[i] is not None and not inside(args[i], fd):
                     raise PermissionError(f"sandbox: {event} outside the work directory")
+            if event == "os.symlink":  # a link may only point inside, and keep doing so when moved
+                target = text(args[0])
+                if (isabs(target) and not inside(target)) or (not isabs(target) and climbs(target)):
+                    raise PermissionError("sandbox: a symbolic link pointing outside the work directory")
 
     sys.addaudithook(hook)
 
@@ -264,10 +421,15 @@ def main():
         with open(cfg["program"], encoding="utf-8", errors="surrogateescape") as f:
             source = f.read()
         libc = _libc()
+        if cfg.get("cgroup"):  # before anything forks: every process of the run is in it
+            with open(os.path.join(cfg["cgroup"], "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
         _enter_namespaces(cfg, libc)
+        pkgdir = _packages_dir(cfg)
         if cfg["mode"] == "namespace":
-            _split_into_pid_namespace(libc)
+            _split_into_pid_namespace(cfg, libc)
         os.chdir(cfg["workdir"])
+        sys.path[:] = _program_path(cfg, pkgdir)
         _drop_privileges(cfg, libc)
         _set_limits(cfg)
         if cfg.get("harness"):
@@ -425,6 +587,9 @@ def _run_tests(pid, wfd, rfd, entry):
         _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1:
             os._exit(1)  # an uncaught exception: the child's own traceback (stderr) tells why
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+            signal.signal(signal.SIGXCPU, signal.SIG_DFL)  # the CPU limit: end the same way
+            os.kill(os.getpid(), signal.SIGXCPU)
         how = (f"with status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status)
                else f"by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else "")
         sys.stderr.write(f"\nrlvr-harness: the candidate's process ended {how} before the tests finished\n")

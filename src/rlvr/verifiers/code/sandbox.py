@@ -47,7 +47,10 @@ child is killed once it writes more than ``max_output_bytes``).
 from __future__ import annotations
 
 import itertools
+import functools
+import importlib.util
 import json
+import math
 import os
 import selectors
 import shutil
@@ -57,11 +60,13 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Sequence
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_python", "run_many", "isolation_level", "sandbox_python"]
+__all__ = ["SandboxLimits", "SandboxResult", "SandboxWarning", "run_python", "run_many", "isolation_level",
+           "sandbox_python", "memory_enforcement", "package_links"]
 
 _BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap.py")
 _SETUP_FAILED = 97
@@ -75,17 +80,26 @@ class SandboxLimits:
     """Resource limits of one run."""
 
     timeout: float = 10.0
-    """Wall-clock seconds before the process group is killed."""
+    """CPU seconds the run may use (``cpu_seconds`` rounds it up): its own CPU time, not the
+    machine's load, ends it.  A wall-clock backstop (``wall_timeout``) ends a program that sleeps."""
     cpu_seconds: int | None = None
-    """``RLIMIT_CPU``; default ``ceil(timeout) + 1``."""
+    """CPU seconds: ``RLIMIT_CPU`` of each process and (``namespace`` mode) the budget of the whole
+    process tree; default ``ceil(timeout)``."""
+    wall_timeout: float | None = None
+    """Wall-clock seconds before the run is killed; default ``max(10 * timeout, timeout + 30)``, generous
+    so that a machine loaded by many checks at once does not fail honest ones."""
     memory_mb: int = 1024
     """``RLIMIT_AS`` of each process, in MiB."""
+    tree_memory_mb: int | None = None
+    """Memory of the whole process tree, in MiB (default ``memory_mb``): a cgroup's ``memory.max`` where
+    a delegated cgroup v2 is writable, else (``namespace`` mode) a watchdog of the tree's summed
+    proportional set size; see :func:`memory_enforcement`."""
     file_size_mb: int = 16
     """``RLIMIT_FSIZE``: the largest file the program may write."""
     tmpfs_mb: int = 64
     """Size of each private tmpfs (work directory, /tmp ...) in ``namespace`` mode."""
     max_processes: int = 32
-    """``RLIMIT_NPROC`` (processes + threads of the run's uid; ``namespace`` mode)."""
+    """``RLIMIT_NPROC`` (processes + threads of the run's uid; ``namespace`` mode), ``pids.max`` with a cgroup."""
     max_open_files: int = 64
     """``RLIMIT_NOFILE``."""
     max_output_bytes: int = 1 << 20
@@ -94,10 +108,30 @@ class SandboxLimits:
     def __post_init__(self) -> None:
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0, got {self.timeout}")
+        if self.wall_timeout is not None and not self.wall_timeout > 0:
+            raise ValueError(f"wall_timeout must be > 0, got {self.wall_timeout}")
         for name in ("memory_mb", "file_size_mb", "tmpfs_mb", "max_processes", "max_open_files",
                      "max_output_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("cpu_seconds", "tree_memory_mb"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def cpu(self) -> int:
+        """CPU seconds of the run."""
+        return self.cpu_seconds or max(1, math.ceil(self.timeout))
+
+    @property
+    def wall(self) -> float:
+        """Wall-clock seconds of the run."""
+        return self.wall_timeout or max(10 * self.timeout, self.timeout + 30)
+
+    @property
+    def tree_memory(self) -> int:
+        """MiB of the whole process tree."""
+        return self.tree_memory_mb or self.memory_mb
 
 
 @dataclass
@@ -124,64 +158,207 @@ class SandboxResult:
 
 # --------------------------------------------------------------------------- mode detection
 
-def _world_readable_python(exe: str) -> bool:
-    """True when every directory above ``exe``'s stdlib is traversable by other users."""
-    try:
-        out = subprocess.run([exe, "-I", "-S", "-c", "import os,sys;print(os.path.realpath(sys.executable));"
-                              "print(os.path.dirname(os.__file__))"], capture_output=True, text=True, timeout=20,
-                             env={})
-    except (OSError, subprocess.SubprocessError):
-        return False
-    if out.returncode != 0:
-        return False
-    for path in out.stdout.split():
-        p = path
-        while p not in ("/", ""):
-            try:
-                if not os.stat(p).st_mode & 0o005:
-                    return False
-            except OSError:
-                return False
-            p = os.path.dirname(p)
-    return True
+class SandboxWarning(UserWarning):
+    """The sandbox runs with less isolation than its strongest mode (said once per process)."""
 
 
 _lock = threading.Lock()
 _detected: dict[str, object] = {}
+_LOST = {
+    "userns": "files, signals and other processes are guarded only by the audit hook (same uid as the "
+              "parent); processes x memory_mb bounds the run's memory",
+    "audit": "no network, IPC or mount namespace: only the Python audit hook guards sockets, files and "
+             "processes (not a security boundary); processes x memory_mb bounds the run's memory",
+}
 
 
 def sandbox_python() -> str:
-    """The interpreter the sandbox runs: ours, or (when running as root with our stdlib
-    unreadable by other users) the first world-readable ``python3`` on the system."""
-    with _lock:
-        if "python" not in _detected:
-            exe = sys.executable
-            if os.geteuid() == 0 and not _world_readable_python(exe):
-                for cand in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
-                    if os.path.exists(cand) and _world_readable_python(cand):
-                        exe = cand
-                        break
-            _detected["python"] = exe
-        return _detected["python"]  # type: ignore[return-value]
+    """The interpreter the sandbox runs: this one (so the packages a run allows, such as numpy, match
+    its ABI).  In ``namespace`` mode its prefix is made readable to the sandbox uid, read-only, by a
+    bind mount when a parent directory (such as a 0700 ``/root``) would hide it."""
+    return sys.executable
 
 
 def isolation_level() -> str:
-    """The strongest mode that works here (probed once with a trivial program, then cached)."""
+    """The strongest mode that works here (probed once with a trivial program, then cached).
+
+    A mode weaker than ``namespace`` is announced once with a :class:`SandboxWarning` saying what it
+    does not isolate."""
     with _lock:
         cached = _detected.get("mode")
     if cached:
         return cached  # type: ignore[return-value]
     candidates = ["namespace", "userns", "audit"] if os.geteuid() == 0 else ["userns", "audit"]
-    chosen = "audit"
+    chosen, why = "audit", []
     for mode in candidates[:-1]:
         res = _run(("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
                     "except OSError:\n    print('isolated')\n"), "", SandboxLimits(timeout=20), mode, False)
         if res.status == "ok" and res.stdout.strip() == "isolated":
             chosen = mode
             break
+        why.append(f"{mode}: {(res.stderr.strip().splitlines() or [res.status])[-1][:200]}")
     with _lock:
         _detected["mode"] = chosen
+    if chosen != "namespace":
+        warnings.warn(f"rlvr sandbox: running in {chosen!r} mode ({'; '.join(why) or 'not root'}): {_LOST[chosen]}",
+                      SandboxWarning, stacklevel=2)
     return chosen
+
+
+# --------------------------------------------------------------------------- cgroups
+
+CGROUP_ENV = "RLVR_SANDBOX_CGROUP"
+"""Environment variable naming a delegated cgroup v2 directory for the runs' cgroups."""
+
+
+def _cgroup2_mount() -> str | None:
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return parts[1]
+    except OSError:
+        pass
+    return None
+
+
+def _usable_cgroup_parent(path: str) -> bool:
+    """True when ``path`` is a cgroup v2 directory whose children get the memory and pids
+    controllers and that this process may create children in."""
+    try:
+        with open(os.path.join(path, "cgroup.subtree_control")) as f:
+            enabled = set(f.read().split())
+    except OSError:
+        return False
+    return {"memory", "pids"} <= enabled and os.access(path, os.W_OK)
+
+
+def cgroup_parent() -> str | None:
+    """The cgroup v2 directory the runs' cgroups are made in, or None (probed once).
+
+    ``$RLVR_SANDBOX_CGROUP`` when set (it must be usable, else this raises); else this process's own
+    cgroup v2 when the memory and pids controllers are enabled for its children and it is writable
+    (a container's root cgroup, a ``Delegate=yes`` systemd unit whose processes moved to a leaf)."""
+    with _lock:
+        if "cgroup" in _detected:
+            return _detected["cgroup"]  # type: ignore[return-value]
+    explicit = os.environ.get(CGROUP_ENV)
+    found = None
+    if explicit:
+        if not _usable_cgroup_parent(explicit):
+            raise RuntimeError(f"{CGROUP_ENV}={explicit} is not a writable cgroup v2 directory with the memory "
+                               "and pids controllers in cgroup.subtree_control")
+        found = explicit
+    else:
+        mount = _cgroup2_mount()
+        own = None
+        try:
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    if line.startswith("0::"):
+                        own = line[3:].strip()
+        except OSError:
+            pass
+        if mount and own is not None:
+            cand = os.path.join(mount, own.lstrip("/"))
+            if _usable_cgroup_parent(cand):
+                found = cand
+    with _lock:
+        _detected["cgroup"] = found
+    return found
+
+
+def memory_enforcement(mode: str | None = None) -> str:
+    """How the run's whole process tree is held to ``tree_memory_mb``:
+
+    * ``"cgroup"``: a cgroup v2 per run (``memory.max``, ``memory.swap.max=0``, ``pids.max``): a hard
+      bound enforced by the kernel;
+    * ``"watchdog"`` (``namespace`` mode without a usable cgroup): the run's PID-namespace init sums
+      the proportional set size of the run's processes every 50 ms and kills them all past the bound:
+      a soft bound (a burst between two samples can overshoot); the hard bound stays
+      ``max_processes`` x ``memory_mb`` (``RLIMIT_NPROC`` x ``RLIMIT_AS``);
+    * ``"per-process"`` (other modes): only ``max_processes`` x ``memory_mb``.
+    """
+    if cgroup_parent() is not None:
+        return "cgroup"
+    return "watchdog" if (mode or isolation_level()) == "namespace" else "per-process"
+
+
+_cg_counter = itertools.count()
+
+
+def _make_cgroup(limits: SandboxLimits) -> str | None:
+    parent = cgroup_parent()
+    if parent is None:
+        return None
+    path = os.path.join(parent, f"rlvr-sbx-{os.getpid()}-{next(_cg_counter)}")
+    os.mkdir(path)
+    try:
+        for name, value in (("memory.max", limits.tree_memory * 1024 * 1024), ("memory.swap.max", 0),
+                            ("pids.max", limits.max_processes)):
+            if name == "memory.swap.max" and not os.path.exists(os.path.join(path, name)):
+                continue  # no swap accounting in this kernel
+            with open(os.path.join(path, name), "w") as f:
+                f.write(str(value))
+    except BaseException:
+        _remove_cgroup(path)
+        raise
+    return path
+
+
+def _remove_cgroup(path: str) -> None:
+    """Kill whatever is left in the run's cgroup and remove it."""
+    kill = os.path.join(path, "cgroup.kill")
+    if os.path.exists(kill):
+        try:
+            with open(kill, "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+    for _ in range(100):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
+# --------------------------------------------------------------------------- packages
+
+def package_links(names: Sequence[str]) -> dict[str, str]:
+    return dict(_package_links(tuple(names)))
+
+
+@functools.lru_cache(maxsize=64)
+def _package_links(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``{link name: real path}`` of the allowed top-level packages ``names`` in this interpreter's
+    environment (each package's directory or module file, and its ``<name>.libs`` directory of
+    vendored shared libraries when there is one).  A package's dependencies must be listed too.
+
+    Raises:
+        ValueError: a name is not an importable top-level package here.
+    """
+    links: dict[str, str] = {}
+    for name in names:
+        if not name.isidentifier():
+            raise ValueError(f"sandbox package {name!r} is not a top-level import name")
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise ValueError(f"sandbox package {name!r} is not installed in {sys.prefix}")
+        if spec.submodule_search_locations:
+            target = os.path.realpath(list(spec.submodule_search_locations)[0])
+        elif spec.origin and os.path.isfile(spec.origin):
+            target = os.path.realpath(spec.origin)
+        else:
+            raise ValueError(f"sandbox package {name!r} has no files to share (a built-in module?)")
+        links[os.path.basename(target)] = target
+        libs = os.path.join(os.path.dirname(target), f"{name}.libs")
+        if os.path.isdir(libs):
+            links[f"{name}.libs"] = os.path.realpath(libs)
+    return tuple(links.items())
 
 
 # --------------------------------------------------------------------------- uid slots
@@ -307,26 +484,35 @@ def _nproc_limit(limits: SandboxLimits, mode: str, uid: int) -> int | None:
 
 
 def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: bool,
-         harness: dict | None = None) -> SandboxResult:
+         harness: dict | None = None, packages: Sequence[str] = ()) -> SandboxResult:
     start = time.monotonic()
+    links = package_links(packages) if packages else {}
     workdir = tempfile.mkdtemp(prefix="rlvr-sbx-")
     slot = _acquire_slot() if mode == "namespace" else None
     uid = _uid_for(slot) if slot is not None else os.getuid()
+    cgroup = None
     try:
+        cgroup = _make_cgroup(limits)
         program = os.path.join(workdir, "program.py")
         with open(program, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(source)
+        watchdog = mode == "namespace"
         cfg = {
             "mode": mode, "workdir": workdir, "program": program, "uid": uid, "gid": uid,
             "memory_mb": limits.memory_mb,
-            "cpu_seconds": limits.cpu_seconds or int(limits.timeout) + 2,
+            "cpu_seconds": limits.cpu,
             "file_size_mb": limits.file_size_mb, "tmpfs_mb": limits.tmpfs_mb,
             "max_open_files": limits.max_open_files,
             "max_processes": _nproc_limit(limits, mode, uid),
-            "audit_hook": audit_hook, "harness": harness,
+            "audit_hook": audit_hook, "harness": harness, "cgroup": cgroup,
+            "packages": links,
+            "expose": sorted({os.path.realpath(sys.base_prefix), *links.values()}) if mode == "namespace" else [],
+            "tree_memory_mb": limits.tree_memory if watchdog and cgroup is None else None,
+            "tree_cpu_seconds": limits.cpu if watchdog else None,
         }
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8",
-               "PYTHONIOENCODING": "utf-8"}
+               "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1"}
         proc = subprocess.Popen([sandbox_python(), "-I", "-B", _BOOTSTRAP, json.dumps(cfg)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=workdir, env=env, start_new_session=True, close_fds=True)
@@ -335,6 +521,8 @@ def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: 
         finally:
             _finish(proc, mode, uid)
     finally:
+        if cgroup is not None:
+            _remove_cgroup(cgroup)
         if slot is not None:
             _release_slot(slot)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -347,7 +535,7 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
     feeder.start()
     bufs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     total, truncated, status = 0, False, None
-    deadline = start + limits.timeout
+    deadline = start + limits.wall
     sel = selectors.DefaultSelector()
     for pipe in (proc.stdout, proc.stderr):
         os.set_blocking(pipe.fileno(), False)
@@ -407,6 +595,8 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
             status = "ok"
         elif rc == _SETUP_FAILED and "rlvr-sandbox: setup failed" in err:
             status = "setup_error"
+        elif rc == -signal.SIGXCPU:
+            status = "cpu_limit"
         elif rc is not None and rc < 0:
             status = "killed"
         else:
@@ -415,7 +605,8 @@ def _collect(proc: subprocess.Popen, stdin: str, limits: SandboxLimits, start: f
 
 
 def run_python(source: str, stdin: str = "", limits: SandboxLimits | None = None, *,
-               mode: str | None = None, audit_hook: bool = True, harness: dict | None = None) -> SandboxResult:
+               mode: str | None = None, audit_hook: bool = True, harness: dict | None = None,
+               packages: Sequence[str] = ()) -> SandboxResult:
     """Run ``source`` as a Python program in the sandbox and return what happened.
 
     Args:
@@ -428,18 +619,25 @@ def run_python(source: str, stdin: str = "", limits: SandboxLimits | None = None
             ``stdin`` a JSON line ``{"nonce", "test"}``; the bootstrap runs the test's
             ``check`` in a separate process that calls ``NAME`` in the candidate's
             process (see ``_bootstrap.harness_main``).
+        packages: top-level packages of this interpreter's environment the program may import
+            (e.g. ``("numpy",)``); its ``sys.path`` is otherwise the standard library only.  They are
+            shared read-only (see :func:`package_links`).
 
     Never raises on bad programs: a crash, timeout or limit is a ``status``.
+
+    Raises:
+        ValueError: an unknown ``mode``, or a package that is not installed.
     """
     limits = limits or SandboxLimits()
     mode = mode or isolation_level()
     if mode not in MODES:
         raise ValueError(f"unknown sandbox mode {mode!r}; choose one of {', '.join(MODES)}")
-    return _run(source, stdin or "", limits, mode, audit_hook or mode == "audit", harness)
+    return _run(source, stdin or "", limits, mode, audit_hook or mode == "audit", harness, tuple(packages))
 
 
 def run_many(jobs: Iterable[tuple[str, str]], limits: SandboxLimits | None = None, *,
-             workers: int | None = None, mode: str | None = None) -> list[SandboxResult]:
+             workers: int | None = None, mode: str | None = None,
+             packages: Sequence[str] = ()) -> list[SandboxResult]:
     """Run ``(source, stdin)`` pairs on ``workers`` threads (default: CPU count); results in order."""
     jobs = list(jobs)
     if not jobs:
@@ -447,4 +645,4 @@ def run_many(jobs: Iterable[tuple[str, str]], limits: SandboxLimits | None = Non
     mode = mode or isolation_level()
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs), _SLOTS))
     with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(lambda j: run_python(j[0], j[1], limits, mode=mode), jobs))
+        return list(pool.map(lambda j: run_python(j[0], j[1], limits, mode=mode, packages=packages), jobs))

@@ -150,7 +150,9 @@ def test_hostile_10gb_allocation():
 @pytest.fixture
 def sentinel(tmp_path):
     """A root-owned file outside the sandbox, in a directory the sandbox can see when possible."""
-    base = "/run" if os.access("/run", os.W_OK) and MODE == "namespace" else str(tmp_path)
+    # (this test's own directory: /tmp, /run ... are covered by private tmpfs mounts in namespace mode)
+    here = os.path.dirname(os.path.abspath(__file__))
+    base = here if os.access(here, os.W_OK) and MODE == "namespace" else str(tmp_path)
     d = os.path.join(base, f"rlvr-sentinel-{uuid.uuid4().hex}")
     os.makedirs(d)
     os.chmod(d, 0o755)
@@ -398,7 +400,7 @@ def test_nothing_outlives_a_run_and_nothing_is_polled_for(monkeypatch):
         run_python(DAEMON + "while True:\n    pass\n", limits=SandboxLimits(timeout=1, max_processes=16),
                    audit_hook=False),
     ]
-    assert [r.status for r in runs] == ["ok", "error", "timeout"], [r.stderr for r in runs]
+    assert [r.status for r in runs] == ["ok", "error", "cpu_limit"], [r.stderr for r in runs]
     assert sandbox_pids() == []
     verify = get_verifier("code_humaneval", timeout=3)
     assert verify(f"```python\n{DAEMON}{SOLUTION}```", TRIVIAL_REF).correct  # the candidate leaves a daemon
@@ -471,14 +473,15 @@ def test_verify_batch_runs_code_checks_on_threads():
     ("def f():\n  return 1\n   return 2\n", "syntax error: IndentationError"),
     ("def g():\n    return 1\n", "runtime error: RuntimeError: candidate raised NameError: the code defines no "
                                  "function named 'f'"),
-    ("import time\ntime.sleep(30)\n", "timeout: after"),
+    ("import time\ntime.sleep(30)\n", "timeout: after"),  # the wall-clock backstop
+    ("while True:\n    pass\n", "timeout: CPU time limit"),
     ("x = bytearray(4 << 30)\n", "runtime error: MemoryError"),
 ])
 def test_failure_reasons_start_with_their_kind(code, head):
     from rlvr.rewards.monitors import reason_bucket
     from rlvr.verifiers.code.verifiers import FAILURE_KINDS
 
-    v = get_verifier("code_humaneval", timeout=2, memory_mb=256)(code, TRIVIAL_REF)
+    v = get_verifier("code_humaneval", timeout=2, memory_mb=256, wall_timeout=5)(code, TRIVIAL_REF)
     assert not v.correct and v.reason.startswith(head), v.reason
     kind = v.reason.split(":", 1)[0]
     assert kind in FAILURE_KINDS and reason_bucket(v.reason) == kind.replace(" ", "_")

@@ -363,7 +363,7 @@ def _install_audit_hook(cfg):
     def resolve(path, dir_fd=None):
         """``path`` as the kernel will read it: relative to ``dir_fd``'s directory when given."""
         p = text(path)
-        if dir_fd is not None and isinstance_(dir_fd, int_) and not isabs(p):
+        if isinstance_(dir_fd, int_) and dir_fd >= 0 and not isabs(p):  # (-1: no dir_fd)
             p = join(readlink(f"/proc/self/fd/{dir_fd}"), p)
         return realpath(p)
 

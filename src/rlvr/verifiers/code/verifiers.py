@@ -39,7 +39,7 @@ from typing import Any
 from rlvr.types import Verdict
 from rlvr.verifiers.base import Verifier, register_verifier
 from rlvr.verifiers.code.extract import extract_code
-from rlvr.verifiers.code.sandbox import SandboxLimits, SandboxResult, run_many, run_python
+from rlvr.verifiers.code.sandbox import SandboxLimits, SandboxResult, package_links, run_many, run_python
 
 __all__ = ["humaneval_verifier", "stdio_verifier", "MAX_CODE_CHARS", "FAILURE_KINDS", "describe_failure"]
 
@@ -54,7 +54,8 @@ FAILURE_KINDS = ("wrong answer", "runtime error", "syntax error", "timeout", "re
 * ``wrong answer``: a test's assertion failed (the candidate returned something else);
 * ``runtime error``: an exception other than a failed assertion (in the candidate's code or call);
 * ``syntax error``: the code does not compile (``SyntaxError``, ``IndentationError``, ``TabError``);
-* ``timeout``: the wall-clock limit; ``resource limit``: killed by a signal (CPU or memory limit);
+* ``timeout``: the CPU-time limit, or the wall-clock backstop; ``resource limit``: killed by a signal
+  (e.g. the memory limit);
 * ``output limit``: more output than the cap; ``incomplete``: exited 0 without the harness's confirmation;
 * ``sandbox error``: the sandbox could not start the program (not the candidate's fault).
 """
@@ -62,9 +63,16 @@ FAILURE_KINDS = ("wrong answer", "runtime error", "syntax error", "timeout", "re
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 
 
-def _limits(timeout: float, memory_mb: int, max_processes: int = 32, max_output_kb: int = 1024) -> SandboxLimits:
+def _limits(timeout: float, memory_mb: int, max_processes: int = 32, max_output_kb: int = 1024,
+            wall_timeout: float | None = None) -> SandboxLimits:
     return SandboxLimits(timeout=timeout, memory_mb=memory_mb, max_processes=max_processes,
-                         max_output_bytes=max_output_kb * 1024)
+                         max_output_bytes=max_output_kb * 1024, wall_timeout=wall_timeout or None)
+
+
+def _packages(packages: Any) -> tuple[str, ...]:
+    names = (packages,) if isinstance(packages, str) else tuple(packages or ())
+    package_links(names)  # a package that is not installed fails here, when the verifier is built
+    return names
 
 
 def _load_reference(reference: Any) -> Any:
@@ -108,11 +116,16 @@ def _error_kind(last: str) -> str:
 def describe_failure(res: SandboxResult) -> str:
     """A one-line reason for a failed run: ``<kind>: <detail>`` (see :data:`FAILURE_KINDS`)."""
     if res.status == "timeout":
-        return f"timeout: after {res.elapsed:.1f} s"
+        return f"timeout: after {res.elapsed:.1f} s (wall clock)"
+    if res.status == "cpu_limit":
+        return "timeout: CPU time limit"
     if res.status == "output_limit":
         return "output limit: output limit exceeded"
     if res.status == "killed":
-        return f"resource limit: killed by signal {-(res.returncode or 0)} (CPU or memory limit)"
+        tree = [ln for ln in res.stderr.splitlines() if ln.startswith("rlvr-sandbox: the run's processes together")]
+        if tree:
+            return f"resource limit: {tree[-1][len('rlvr-sandbox: '):]}"
+        return f"resource limit: killed by signal {-(res.returncode or 0)} (memory or CPU limit)"
     if res.status == "setup_error":
         return f"sandbox error: {_last_line(res.stderr)}"
     last = _last_line(res.stderr)
@@ -123,16 +136,20 @@ def describe_failure(res: SandboxResult) -> str:
 
 @register_verifier("code_humaneval", tags={"subprocess"})
 def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024, max_processes: int = 32,
-                       max_output_kb: int = 1024) -> Verifier:
+                       max_output_kb: int = 1024, packages: tuple[str, ...] = ("numpy",),
+                       wall_timeout: float = 0.0) -> Verifier:
     """Score 1.0 when the completion's code passes the reference's ``check(entry_point)``.
 
     Args:
-        timeout: wall seconds for the whole program (CPU limit follows it).
-        memory_mb: address-space limit of each process of the run.
+        timeout: CPU seconds of the run (its own CPU time: the machine's load does not count).
+        memory_mb: address-space limit of each process, and the memory of the whole process tree.
         max_processes: processes and threads the run may have at once (namespace mode).
         max_output_kb: stdout + stderr read before the run is stopped.
+        packages: installed top-level packages the code may import besides the standard library.
+        wall_timeout: wall-clock backstop in seconds (0: ``max(10 * timeout, timeout + 30)``).
     """
-    limits = _limits(timeout, memory_mb, max_processes, max_output_kb)
+    limits = _limits(timeout, memory_mb, max_processes, max_output_kb, wall_timeout)
+    packages = _packages(packages)
 
     def verify(completion: str, reference: str) -> Verdict:
         try:
@@ -149,7 +166,8 @@ def humaneval_verifier(timeout: float = 10.0, memory_mb: int = 1024, max_process
                 return Verdict(0.0, code, f"bad reference: {type(e).__name__}: {str(e)[:200]}")
             nonce = secrets.token_hex(16)
             job = json.dumps({"nonce": nonce, "test": f"{prompt}\n{test}\n"})
-            res = run_python(f"{prompt}\n{code}\n", job + "\n", limits, harness={"entry": entry})
+            res = run_python(f"{prompt}\n{code}\n", job + "\n", limits, harness={"entry": entry},
+                             packages=packages)
             if res.ok and f"rlvr-harness: tests passed {nonce}" in res.stdout.splitlines():
                 return Verdict(1.0, code, "passed")
             if res.ok:
@@ -171,18 +189,22 @@ def _normalise(out: str) -> list[str]:
 
 @register_verifier("code_stdio", tags={"subprocess"})
 def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = False,
-                   workers: int | None = None, max_processes: int = 32, max_output_kb: int = 1024) -> Verifier:
+                   workers: int | None = None, max_processes: int = 32, max_output_kb: int = 1024,
+                   packages: tuple[str, ...] = (), wall_timeout: float = 0.0) -> Verifier:
     """Score the completion's program on ``[{"input", "output"}, ...]`` test cases.
 
     Args:
-        timeout: wall seconds per test case.
-        memory_mb: address-space limit of each process of the run.
+        timeout: CPU seconds per test case (its own CPU time: the machine's load does not count).
+        memory_mb: address-space limit of each process, and the memory of a case's whole process tree.
         max_processes: processes and threads a run may have at once (namespace mode).
         max_output_kb: stdout + stderr read before a run is stopped.
         partial: score = fraction of cases passed (default: 1.0 only if all pass).
         workers: cases run in parallel on this many threads (default: CPU count).
+        packages: installed top-level packages the code may import besides the standard library.
+        wall_timeout: wall-clock backstop per case in seconds (0: ``max(10 * timeout, timeout + 30)``).
     """
-    limits = _limits(timeout, memory_mb, max_processes, max_output_kb)
+    limits = _limits(timeout, memory_mb, max_processes, max_output_kb, wall_timeout)
+    packages = _packages(packages)
 
     def verify(completion: str, reference: str) -> Verdict:
         try:
@@ -196,7 +218,7 @@ def stdio_verifier(timeout: float = 5.0, memory_mb: int = 1024, partial: bool = 
                 cases = [(str(c.get("input", "")), str(c["output"])) for c in cases]
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 return Verdict(0.0, code, f"bad reference: {type(e).__name__}: {str(e)[:200]}")
-            results = run_many([(code, inp) for inp, _ in cases], limits, workers=workers)
+            results = run_many([(code, inp) for inp, _ in cases], limits, workers=workers, packages=packages)
             passed, first_fail = 0, ""
             for i, ((_, expected), res) in enumerate(zip(cases, results)):
                 if res.ok and _normalise(res.stdout) == _normalise(expected):

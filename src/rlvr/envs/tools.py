@@ -231,13 +231,14 @@ def python_tool(code: str) -> str:
     """
     from rlvr.verifiers.code.sandbox import SandboxLimits, run_python
 
-    res = run_python(code, limits=SandboxLimits(timeout=5.0, memory_mb=512))
+    res = run_python(code, limits=SandboxLimits(timeout=5.0, wall_timeout=15.0, memory_mb=512))
     out = (res.stdout or "")[-2000:]
     if res.status == "ok":
         return out if out.strip() else "(no output)"
     err = (res.stderr or "").strip().splitlines()
     tail = err[-1] if err else ""
-    return f"{out}error ({res.status}): {tail}"[-2000:]
+    status = "timeout" if res.status == "cpu_limit" else res.status  # 5 CPU seconds, or 15 s of wall clock
+    return f"{out}error ({status}): {tail}"[-2000:]
 
 
 BUILTIN_TOOLS: dict[str, Callable[[], Tool]] = {

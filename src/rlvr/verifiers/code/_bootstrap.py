@@ -1,4 +1,4 @@
-"""Child-side bootstrap of the code sandbox (stdlib only; run as ``python -I -B _bootstrap.py CONFIG``).
+"""Child-side bootstrap of the code sandbox (stdlib only; run as ``python -I -S -B _bootstrap.py CONFIG``).
 
 The parent (:mod:`rlvr.verifiers.code.sandbox`) starts a fresh interpreter on this
 file in a new session with an empty environment.  Before any user code runs it:
@@ -414,6 +414,15 @@ def _install_audit_hook(cfg):
     sys.addaudithook(hook)
 
 
+def _site_builtins():
+    """``exit`` and ``quit``, which ``site`` (skipped: ``-S``) would have added."""
+    import builtins
+    import _sitebuiltins
+
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+
+
 def main():
     harness = False
     try:
@@ -441,6 +450,7 @@ def main():
         sys.stderr.flush()
         os._exit(SETUP_FAILED)
     sys.argv = ["program.py"]
+    _site_builtins()
     if harness:
         del libc
         harness_main(cfg, source)

@@ -1,6 +1,7 @@
 """Run untrusted Python in a child process with limits (the engine of the code verifiers).
 
-:func:`run_python` executes a program in a fresh ``python -I -B`` interpreter
+:func:`run_python` executes a program in a fresh ``python -I -S -B`` interpreter (no ``site``:
+its ``sys.path`` is the standard library plus the packages the run allows)
 (started through :mod:`rlvr.verifiers.code._bootstrap`) and returns a
 :class:`SandboxResult`; :func:`run_many` runs many programs on a thread pool
 (the work happens in the children, so threads suffice).
@@ -513,7 +514,7 @@ def _run(source: str, stdin: str, limits: SandboxLimits, mode: str, audit_hook: 
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8",
                "PYTHONIOENCODING": "utf-8", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}
-        proc = subprocess.Popen([sandbox_python(), "-I", "-B", _BOOTSTRAP, json.dumps(cfg)],
+        proc = subprocess.Popen([sandbox_python(), "-I", "-S", "-B", _BOOTSTRAP, json.dumps(cfg)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=workdir, env=env, start_new_session=True, close_fds=True)
         try:

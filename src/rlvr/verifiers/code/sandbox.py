@@ -10,13 +10,18 @@ What is enforced, by what (see :func:`isolation_level`):
 
 ``namespace`` (the parent runs as root and the kernel allows namespaces; the
 default here):
-  * no network: a new, empty network namespace (not even loopback is up);
+  * no network: a new, empty network namespace (not even loopback is up); no host IPC: a new IPC
+    namespace (SysV shared memory, semaphores, POSIX message queues die with the run);
   * file-system confinement: the program runs as a throw-away uid/gid unique to
     this run (no supplementary groups, ``no_new_privs``), so it cannot modify
     anything it does not own; in a private mount namespace the world-writable
-    directories (/tmp, /var/tmp, /dev/shm, /run/lock) are covered by small
-    private tmpfs mounts and the work directory is a size-capped tmpfs, so every
-    write it can make vanishes with it;
+    directories and socket homes (/tmp, /var/tmp, /dev/shm, /run) are covered by small
+    private tmpfs mounts (no host Unix socket kept there is reachable) and the work
+    directory is a size-capped tmpfs, so every write it can make vanishes with it;
+    the interpreter's prefix is bind-mounted read-only where a 0700 parent would hide it;
+  * the whole tree's memory and CPU time: a cgroup v2 when one is delegated (see
+    :func:`memory_enforcement`), else the PID namespace's init sums the tree's memory (PSS)
+    and CPU seconds every 50 ms and kills the run past ``tree_memory_mb`` / ``cpu_seconds``;
   * processes: the program runs in a new PID namespace (with its own /proc, so it
     sees only its own processes); ``RLIMIT_NPROC`` counts the run's unique uid, so
     a fork bomb hits the cap; when the program's process ends (or the run is
@@ -27,8 +32,8 @@ default here):
     also means it can signal nothing else;
   * the parent's environment: the child gets an empty environment and cannot read
     ``/proc/<parent>/environ`` (a different uid).
-``userns`` (non-root, unprivileged user namespaces allowed): no network via a new
-  user + network namespace; files and signals are only guarded by the audit hook
+``userns`` (non-root, unprivileged user namespaces allowed): new user, network, IPC and
+  mount namespaces (no network, own IPC, private /tmp, /var/tmp, /dev/shm, /run); files and signals are only guarded by the audit hook
   (same uid as the parent); ``RLIMIT_NPROC`` is set to what the uid already runs
   plus ``max_processes`` (a process-count cap shared with the parent's uid).
 ``audit`` (nothing else available): an audit hook installed before the program
@@ -38,9 +43,9 @@ default here):
   against accidents and naive attacks, not a security boundary (native code, or
   private modules such as ``_posixsubprocess``, can get around it).
 
-All levels: ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``, ``RLIMIT_FSIZE``,
-``RLIMIT_NOFILE``, ``RLIMIT_CORE=0``, a wall-clock limit that kills the whole
-process group, an empty environment, a fresh temporary working directory that is
+All levels: ``RLIMIT_AS`` (memory), ``RLIMIT_CPU`` (``timeout`` is CPU seconds: the
+machine's load does not fail a program), ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``,
+``RLIMIT_CORE=0``, a generous wall-clock backstop that kills the whole run, an empty environment, a fresh temporary working directory that is
 deleted afterwards, and stdout/stderr read incrementally with a byte cap (the
 child is killed once it writes more than ``max_output_bytes``).
 """

@@ -323,38 +323,23 @@ def _set_limits(cfg):
     resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu_seconds"], cfg["cpu_seconds"] + 1))
 
 
-def _install_audit_hook(cfg):
-    """Refuse, from Python code, what the program has no business doing.
+# event -> (indices of the path arguments, index of the dir_fd argument of each, or None)
+_PATH_EVENTS = {"os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)),
+                "os.rename": ((0, 1), (2, 3)), "os.replace": ((0, 1), (2, 3)),
+                "os.link": ((0, 1), (2, 3)), "os.symlink": ((1,), (2,)),
+                "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)), "os.mkdir": ((0,), (2,)),
+                "os.utime": ((0,), (3,)), "os.mkfifo": ((0,), (2,)), "os.mknod": ((0,), (3,)),
+                "os.truncate": ((0,), (None,)), "shutil.rmtree": ((0,), (None,)),
+                "os.chflags": ((0,), (None,)), "os.setxattr": ((0,), (None,)),
+                "os.removexattr": ((0,), (None,))}
 
-    Always: sockets, ctypes/native loading, writes/deletes/renames/chmods outside
-    the work directory, reading another process's /proc entries.  In ``audit``
-    mode (no namespaces, same uid as the parent) also: fork, exec, subprocesses
-    and signals to other processes.  This is defense in depth; native code could
-    bypass it, which is why ctypes is refused too, but it is not a kernel boundary.
-    """
-    work = os.path.realpath(cfg["workdir"])
-    me = str(os.getpid())
-    strict = cfg["mode"] == "audit"
-    realpath, fspath, startswith, isinstance_, str_, bytes_, int_ = (
-        os.path.realpath, os.fspath, str.startswith, isinstance, str, bytes, int)
-    always = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
-              "socket.gethostbyname", "socket.sendto", "ctypes.dlopen", "ctypes.dlsym",
-              "ctypes.cdata", "ctypes.call_function", "ctypes.addressof", "ctypes.set_errno",
-              "sys.addaudithook", "os.setuid", "os.setgid"}
-    strict_only = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                   "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "signal.pthread_kill",
-                   "os.startfile"}
-    # event -> (indices of the path arguments, index of the dir_fd argument of each, or None)
-    path_events = {"os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)),
-                   "os.rename": ((0, 1), (2, 3)), "os.replace": ((0, 1), (2, 3)),
-                   "os.link": ((0, 1), (2, 3)), "os.symlink": ((1,), (2,)),
-                   "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)), "os.mkdir": ((0,), (2,)),
-                   "os.utime": ((0,), (3,)), "os.mkfifo": ((0,), (2,)), "os.mknod": ((0,), (3,)),
-                   "os.truncate": ((0,), (None,)), "shutil.rmtree": ((0,), (None,)),
-                   "os.chflags": ((0,), (None,)), "os.setxattr": ((0,), (None,)),
-                   "os.removexattr": ((0,), (None,))}
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    join, isabs, isdir, readlink, sep = os.path.join, os.path.isabs, os.path.isdir, os.readlink, os.sep
+
+def _path_checks(work):
+    """Functions the audit hook judges paths with: (text, inside, climbs); ``inside(path, dir_fd)``
+    resolves ``path`` as the kernel will (relative to ``dir_fd``'s directory when given)."""
+    realpath, fspath, startswith, isinstance_, bytes_, int_ = (
+        os.path.realpath, os.fspath, str.startswith, isinstance, bytes, int)
+    join, isabs, readlink, sep = os.path.join, os.path.isabs, os.readlink, os.sep
 
     def text(path):
         p = fspath(path)
@@ -375,6 +360,34 @@ def _install_audit_hook(cfg):
 
     def climbs(p):
         return ".." in p.split(sep)
+
+    return text, inside, climbs
+
+
+def _install_audit_hook(cfg):
+    """Refuse, from Python code, what the program has no business doing.
+
+    Always: sockets, ctypes/native loading, writes/deletes/renames/chmods outside
+    the work directory, reading another process's /proc entries.  In ``audit``
+    mode (no namespaces, same uid as the parent) also: fork, exec, subprocesses
+    and signals to other processes.  This is defense in depth; native code could
+    bypass it, which is why ctypes is refused too, but it is not a kernel boundary.
+    """
+    work = os.path.realpath(cfg["workdir"])
+    me = str(os.getpid())
+    strict = cfg["mode"] == "audit"
+    realpath, startswith, isinstance_, str_, int_ = os.path.realpath, str.startswith, isinstance, str, int
+    always = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+              "socket.gethostbyname", "socket.sendto", "ctypes.dlopen", "ctypes.dlsym",
+              "ctypes.cdata", "ctypes.call_function", "ctypes.addressof", "ctypes.set_errno",
+              "sys.addaudithook", "os.setuid", "os.setgid"}
+    strict_only = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                   "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "signal.pthread_kill",
+                   "os.startfile"}
+    path_events = _PATH_EVENTS
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    isabs, isdir = os.path.isabs, os.path.isdir
+    text, inside, climbs = _path_checks(work)
 
     def hook(event, args):
         if event in always or (strict and event in strict_only):

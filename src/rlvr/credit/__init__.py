@@ -5,8 +5,8 @@
 for multi-turn episodes (:data:`~rlvr.credit.turns.TURN_CREDIT`: ``loo``, ``gigpo``).
 """
 
-from rlvr.credit.settings import CreditSettings, ProcessSettings, TurnSettings
+from rlvr.credit.settings import CreditSettings, DistillSettings, ProcessSettings, TurnSettings
 from rlvr.credit.stage import Credit, CreditStage
 from rlvr.credit.turns import TURN_CREDIT
 
-__all__ = ["CreditSettings", "ProcessSettings", "TurnSettings", "Credit", "CreditStage", "TURN_CREDIT"]
+__all__ = ["CreditSettings", "DistillSettings", "ProcessSettings", "TurnSettings", "Credit", "CreditStage", "TURN_CREDIT"]

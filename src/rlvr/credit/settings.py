@@ -7,7 +7,7 @@ from typing import Any
 
 from rlvr.algorithms.gae import GAEParams
 
-__all__ = ["GAEParams", "CreditSettings", "ProcessSettings", "TurnSettings"]
+__all__ = ["GAEParams", "CreditSettings", "ProcessSettings", "TurnSettings", "DistillSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +33,16 @@ class TurnSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DistillSettings:
+    """``distill.*``: on-policy distillation's per-token advantage (:func:`rlvr.algorithms.distill.distill_advantages`)."""
+
+    coef: float = 1.0
+    """``distill.coef``: weight of ``log pi_teacher - log pi_student``."""
+    reward_coef: float = 0.0
+    """``distill.reward_coef``: weight of the estimator's advantage of the verifier reward (KDRL)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CreditSettings:
     """The credit stage's slice of a run; each field names its config key."""
 
@@ -48,3 +58,5 @@ class CreditSettings:
     """``reward.process_*``."""
     turns: TurnSettings = field(default_factory=TurnSettings)
     """``algorithm.turn_credit`` / ``turn_credit_params``."""
+    distill: DistillSettings | None = None
+    """``distill.*`` when ``distill.teacher`` is set, else None (off)."""

@@ -9,6 +9,9 @@ penalty); :meth:`CreditStage.assign` returns the advantages ([B] or [B, T]), the
     per step    + reward.process_prm's step scores (process rewards; PURE's min-form, filters)
     per turn    algorithm.turn_credit (loo, gigpo) over a multi-turn episode's turn rewards
 
+and, with on-policy distillation (``distill.teacher``), on top of any of them: ``distill.coef`` x the teacher's
+minus the student's log-prob of every sampled token, plus ``distill.reward_coef`` x that advantage (KDRL).
+
 Each setting is declared once: the estimators' options in their registry entries (GAE's in
 :class:`rlvr.algorithms.gae.GAEParams`), the turn credits' in :data:`~rlvr.credit.turns.TURN_CREDIT`, the
 process options in the ``reward`` section, composed by the recipe into a :class:`CreditSettings`.
@@ -24,6 +27,7 @@ import torch
 from torch import Tensor
 
 from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator
+from rlvr.algorithms.distill import distill_advantages, reverse_kl_stats
 from rlvr.algorithms.gae import GAEParams, gae_advantages, masked_whiten
 from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
 from rlvr.credit.settings import CreditSettings
@@ -65,9 +69,22 @@ class CreditStage:
         return "critic" in self.entry.tags
 
     def assign(self, rewards: Tensor, batch: Batch, *, inputs: dict[str, Any], steps: tuple | None = None,
-               samples: Sequence[Sample] | None = None, token_kl: Tensor | None = None) -> Credit:
+               samples: Sequence[Sample] | None = None, token_kl: Tensor | None = None,
+               distill: tuple[Tensor, Tensor] | None = None) -> Credit:
         """The advantages of ``batch`` from ``rewards`` [B]: per turn (``algorithm.turn_credit``), or the
-        estimator's, with the process term of ``steps`` (``(step_scores, step_ends, step_mask)``) when given."""
+        estimator's, with the process term of ``steps`` (``(step_scores, step_ends, step_mask)``) when given.
+
+        With on-policy distillation on (``settings.distill``), ``distill`` is ``(teacher_logprobs, student_logprobs)``
+        ([B, T] each, of the sampled tokens) and the result is :meth:`distilled`'s per-token advantage."""
+        credit = self._assign(rewards, batch, inputs=inputs, steps=steps, samples=samples, token_kl=token_kl)
+        if self.settings.distill is None:
+            return credit
+        if distill is None:
+            raise ValueError("on-policy distillation needs the teacher's and the student's log-probs of the batch")
+        return self.distilled(credit, batch, *distill)
+
+    def _assign(self, rewards: Tensor, batch: Batch, *, inputs: dict[str, Any], steps: tuple | None = None,
+                samples: Sequence[Sample] | None = None, token_kl: Tensor | None = None) -> Credit:
         G = self.settings.group_size
         if self.turn_credit is not None:
             if samples is None:
@@ -82,6 +99,28 @@ class CreditStage:
             adv, returns = self.estimator(rewards, G, **inputs)
             return Credit(adv, returns)
         return Credit(self.estimator(rewards, G, **inputs))
+
+    # ------------------------------------------------------------------ on-policy distillation
+    def distilled(self, credit: Credit, batch: Batch, teacher_logprobs: Tensor, student_logprobs: Tensor) -> Credit:
+        """``distill.coef * (log pi_T - log pi_S) + distill.reward_coef * A_rl`` per completion token ([B, T];
+        :func:`rlvr.algorithms.distill.distill_advantages`), where ``A_rl`` is ``credit``'s advantage (the
+        estimator's, per turn or with process credit); demonstration rows (``batch.off_policy``) keep only the RL
+        term.  Metrics over the student's own completion tokens: ``distill/reverse_kl`` (mean ``log pi_S - log
+        pi_T``), ``distill/teacher_logprob``, ``distill/student_logprob``."""
+        d = self.settings.distill
+        mask = batch.completion_mask
+        on_policy = None if batch.off_policy is None else ~batch.off_policy.bool()
+        adv = distill_advantages(teacher_logprobs, student_logprobs, mask, coef=d.coef, reward_coef=d.reward_coef,
+                                 rl_advantages=credit.advantages, on_policy=on_policy)
+        counted = mask if on_policy is None else mask * on_policy.to(mask.dtype)[:, None]
+        metrics = dict(credit.metrics)
+        metrics.update({f"distill/{k}": v for k, v in reverse_kl_stats(teacher_logprobs, student_logprobs,
+                                                                       counted).items()})
+        if d.reward_coef:
+            a = credit.advantages.float()
+            a = (a[:, None] if a.dim() == 1 else a) * mask
+            metrics["distill/rl_adv_abs_mean"] = float(a.abs().sum() / mask.sum().clamp(min=1))
+        return Credit(adv, credit.returns, metrics)
 
     # ------------------------------------------------------------------ per turn
     def per_turn(self, rewards: Tensor, batch: Batch, samples: Sequence[Sample]) -> Credit:

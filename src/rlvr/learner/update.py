@@ -29,7 +29,7 @@ from rlvr.models.value_head import critic_values
 from rlvr.types import Batch
 
 __all__ = ["update_policy", "PolicyUpdate", "make_scheduler", "deferred_interrupts", "sub_batch", "per_token_pass",
-           "policy_entropy", "reference_kl", "critic_value_pass", "value_diagnostics", "clip_gradients",
+           "policy_entropy", "reference_kl", "distill_logprobs", "critic_value_pass", "value_diagnostics", "clip_gradients",
            "enable_activation_checkpointing"]
 
 
@@ -175,6 +175,38 @@ def reference_kl(model, ref_model, batch: Batch, settings: LearnerSettings, devi
     if batch.off_policy is not None:
         out = out * (~batch.off_policy.bool()).unsqueeze(-1).to(out.dtype)
     return out
+
+
+def distill_logprobs(model, teacher, batch: Batch, settings: LearnerSettings, device,
+                     chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """On-policy distillation's inputs: ``(log pi_teacher, log pi_student)`` of every sampled completion token,
+    [B, T] each (0 off the completion), without gradients.
+
+    The student's are the learner's ``logp_old``: the policy before this step's update, computed as the
+    learner's first pass computes them (``train.logprob_chunk_size``, ``train.autocast``, in micro-batches of
+    ``train.micro_batch_size`` rows).  The teacher's come from its last hidden states through its LM head
+    ``chunk_size`` tokens at a time (``distill.chunk_size``; never the [B, T, vocab] logits; a head the chunked
+    path cannot reproduce falls back to full logits with a warning, see
+    :func:`rlvr.learner.batching.chunked_head`).  Both divide the logits by ``rollout.temperature``
+    (``settings.temperature``): the student's distribution is the one it sampled from and the learner's ratio
+    uses, and the teacher is compared with it under the same temperature.
+    """
+    amp = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=settings.autocast == "bfloat16")
+
+    def logp(m, chunk: int):
+        def fn(mb: Batch, start: int) -> torch.Tensor:
+            with amp:
+                return policy_logprobs(m, mb.input_ids, mb.attention_mask, start, settings.temperature,
+                                       chunk_size=chunk, **_images(mb))[0].float()
+        return per_token_pass(batch, settings.micro_batch_size, device, fn)
+
+    was_training = model.training
+    model.eval()
+    try:
+        student = logp(model, settings.logprob_chunk_size)
+    finally:
+        model.train(was_training)
+    return logp(teacher, chunk_size), student
 
 
 def _images(mb: Batch) -> dict:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from rlvr.config import ConfigModel, option
-from rlvr.credit.settings import CreditSettings, ProcessSettings, TurnSettings
+from rlvr.credit.settings import CreditSettings, DistillSettings, ProcessSettings, TurnSettings
 from rlvr.distributed.settings import DistributedConfig
 from rlvr.engines.registry import EngineContext, hf_options
 from rlvr.envs.settings import EnvConfig
@@ -38,6 +38,7 @@ __all__ = [
     "TrainConfig",
     "EvalConfig",
     "DistributedConfig",
+    "DistillConfig",
     "RunConfig",
     "task_at_level",
 ]
@@ -212,6 +213,36 @@ class AlgorithmConfig(ConfigModel):
                              "algorithm.ppo_epochs > 1")
 
 
+class DistillConfig(ConfigModel):
+    """On-policy distillation (GKD; Thinking Machines 2025; KDRL): the student samples, a frozen teacher scores
+    every sampled token, and each token's advantage is ``coef * (log pi_teacher - log pi_student) +
+    reward_coef * A_rl`` (rlvr.algorithms.distill)."""
+
+    teacher: str | None = option(
+        None, "the teacher: an HF model directory, an rlvr checkpoint directory (<run>/checkpoints/step-N), a "
+              "bundled name or a hub id, with the student's tokenizer (null: no distillation)")
+    coef: float = option(1.0, "weight of the per-token log pi_teacher - log pi_student (the negative reverse KL) "
+                              "in each token's advantage", ge=0)
+    reward_coef: float = option(0.0, "weight of algorithm.advantage's advantage of the verifier reward, added to "
+                                     "each token's (KDRL; 0: pure distillation, rewards only logged)", ge=0)
+    chunk_size: int = option(128, "the teacher's log-probs from its last hidden states this many tokens at a "
+                                  "time through its LM head (never the [batch, length, vocab] logits)", ge=1)
+    dtype: Literal["policy", "float32", "bfloat16"] = option(
+        "policy", "parameter dtype of the frozen teacher (policy: model.dtype, as the KL reference)")
+
+    def check(self) -> None:
+        """Both weights 0 is refused; a teacher path that does not exist is refused before any model loads."""
+        if self.coef == 0 and self.reward_coef == 0:
+            raise ValueError("distill.coef and distill.reward_coef are both 0: every advantage would be 0 (set "
+                             "distill.coef > 0 to distil, distill.reward_coef > 0 for the verifier reward)")
+        if self.teacher is not None:
+            from rlvr.models.teacher import teacher_path_problem
+
+            problem = teacher_path_problem(self.teacher)
+            if problem:
+                raise ValueError(f"distill.teacher: {problem}")
+
+
 class TrainConfig(ConfigModel):
     steps: int = option(40, "optimizer steps (each consumes prompts_per_step x group_size rollouts)", ge=0)
     max_minutes: float = option(0.0, "stop before the next step once this many minutes of training have passed in "
@@ -317,6 +348,8 @@ class RunConfig(ConfigModel):
     train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)
     distributed: DistributedConfig = option(None, "Ray rollout workers and FSDP sharding", default_factory=DistributedConfig)
+    distill: DistillConfig = option(None, "on-policy distillation from a frozen teacher (off without distill.teacher)",
+                                    default_factory=DistillConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -354,15 +387,19 @@ class RunConfig(ConfigModel):
             shaping_gamma=self.guidance.shaping_gamma)
 
     def credit_settings(self) -> CreditSettings:
-        """The credit stage's slice (``algorithm.advantage*``, ``algorithm.turn_credit*``, ``reward.process_*``)."""
+        """The credit stage's slice (``algorithm.advantage*``, ``algorithm.turn_credit*``, ``reward.process_*``,
+        ``distill.coef`` / ``reward_coef``)."""
         a, r = self.algorithm, self.reward
         process = ProcessSettings(transforms=tuple(r.process_transform_list()), credit=r.process_credit,
                                   credit_params=dict(r.process_credit_params), filter=r.process_filter,
                                   filter_params=dict(r.process_filter_params), baseline=r.process_baseline,
                                   process_coef=r.process_coef, outcome_coef=r.outcome_coef)
+        d = self.distill
         return CreditSettings(group_size=self.rollout.group_size, advantage=a.advantage,
                               advantage_params=dict(a.advantage_params), kl_coef=a.kl_coef, process=process,
-                              turns=TurnSettings(name=a.turn_credit, params=dict(a.turn_credit_params)))
+                              turns=TurnSettings(name=a.turn_credit, params=dict(a.turn_credit_params)),
+                              distill=None if d.teacher is None else DistillSettings(coef=d.coef,
+                                                                                     reward_coef=d.reward_coef))
 
     def engine_context(self) -> EngineContext:
         """What every rollout engine is given (``rollout.*``, ``model.*``, ``task.system_prompt``, ``train.seed``)."""

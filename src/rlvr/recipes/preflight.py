@@ -25,7 +25,7 @@ from rlvr.utils.paths import unwritable_reason
 if TYPE_CHECKING:
     from rlvr.recipes.config import RunConfig
 
-__all__ = ["check_before_model", "run_sizes", "prompt_tokens", "available_memory"]
+__all__ = ["check_before_model", "run_sizes", "prompt_tokens", "available_memory", "teacher_weight_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,21 @@ def run_sizes(cfg: RunConfig, shape: ModelShape, prompt: int) -> RunSizes:
         activation_checkpointing=t.activation_checkpointing, logprob_chunk=t.logprob_chunk_size,
         reference=cfg.algorithm.kl_coef > 0,
         critic=cfg.algorithm.value.critic if cfg.algorithm.advantage == "gae" else "none",
+        teacher_weight_bytes=teacher_weight_bytes(cfg, shape),
         generator_process=t.async_steps > 0 or t.rollout_worker)
+
+
+def teacher_weight_bytes(cfg: RunConfig, student: ModelShape) -> int:
+    """Bytes of ``distill.teacher``'s weights (0 without a teacher): its parameter count from its ``config.json``
+    (read without weights; the student's when the teacher's is not at hand, e.g. a hub id not in the HF cache)
+    times the bytes of ``distill.dtype``."""
+    d = cfg.distill
+    if d.teacher is None:
+        return 0
+    raw = model_config(d.teacher, cfg.model.cache_dir)
+    shape = (ModelShape.from_config(raw) if raw else None) or student
+    dtype = cfg.model.dtype if d.dtype == "policy" else d.dtype
+    return shape.params * (4 if dtype == "float32" else 2)
 
 
 def available_memory(device: str) -> int | None:

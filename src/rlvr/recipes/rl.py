@@ -3,7 +3,8 @@
 One step of :meth:`RLRecipe.train`::
 
     rollouts = self.collect(step)        # prompts -> engine.generate -> verifiers -> rewards (DAPO refill)
-    batch    = self.advantages(rollouts) # KL-in-reward, critic values / entropy if the estimator needs them
+    batch    = self.advantages(rollouts) # KL-in-reward, critic values / entropy if the estimator needs them,
+                                         # the teacher's log-probs (on-policy distillation)
     learn    = self.learn(step, batch)   # update_policy (PPO epochs, micro-batches), LR schedule, weight sync
     row      = self.log(step, ...)       # one metrics.jsonl line, the progress bar
     self.checkpoint(step + 1)            # every train.save_every steps; Ctrl-C writes one too
@@ -65,6 +66,7 @@ from rlvr.learner.optim import make_optimizer
 from rlvr.learner.passes import PolicyProbe
 from rlvr.learner.update import (
     critic_value_pass,
+    distill_logprobs,
     Terminated,
     deferred_interrupts,
     make_scheduler,
@@ -221,11 +223,15 @@ def format_eval(results: dict) -> str:
 
 
 def describe_run(cfg: RunConfig) -> str:
-    """What a run trains, for the progress bar: estimator, loss and, when on, KL and critic."""
+    """What a run trains, for the progress bar: estimator (or distillation), loss and, when on, KL."""
     a = cfg.algorithm
     parts = [a.advantage, a.policy_loss]
     if a.kl_coef > 0:
         parts.append(f"kl={a.kl_coef:g}")
+    d = cfg.distill
+    if d.teacher is not None:
+        parts = (["distill"] if d.reward_coef == 0 else [f"distill x{d.coef:g}", f"{a.advantage} x{d.reward_coef:g}"]) \
+            + parts[1:]
     return " + ".join(parts)
 
 
@@ -277,6 +283,7 @@ class RLRecipe:
         self.problem_by_id: dict[str, Problem] = {}
         self.device = None
         self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
+        self.teacher = None  # distill.teacher: the frozen teacher of on-policy distillation
         self.optimizer = self.scheduler = None
         self.verifier = self.env = self.engine = None
         self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
@@ -313,6 +320,7 @@ class RLRecipe:
         from rlvr.recipes.preflight import check_before_model  # writable dirs, the context, a memory estimate
 
         check_before_model(cfg, self.train_problems + self.heldout, model=self.model)
+        self.check_teacher()  # a teacher with another tokenizer is refused before any weight loads
         torch.manual_seed(tcfg.seed)
         if self.model is None:
             self.model, self.tokenizer = load_policy(cfg.model.name, dtype=cfg.model.dtype, cache=cfg.model.cache_dir)
@@ -336,6 +344,19 @@ class RLRecipe:
         if self.rewards.stage == "policy":
             self.probe = PolicyProbe(self.model, self.tokenizer, self.learner_settings, self.device,
                                      self.engine.pad_id, cfg.rollout.group_size, self.problem_by_id)
+
+    def check_teacher(self) -> None:
+        """``distill.teacher``: its tokenizer (read without weights) must be the student's; refused naming both
+        (:func:`rlvr.models.teacher.check_teacher_tokenizer`)."""
+        cfg = self.cfg
+        if cfg.distill.teacher is None:
+            return
+        from rlvr.models.loader import load_tokenizer
+        from rlvr.models.teacher import check_teacher_tokenizer
+
+        student = as_tokenizer(self.tokenizer) if self.tokenizer is not None else \
+            load_tokenizer(cfg.model.name, cfg.model.cache_dir)
+        check_teacher_tokenizer(student, cfg.model.name, cfg.distill.teacher, cfg.model.cache_dir)
 
     def build_env(self):
         """The run's environment; for a task mixture one per task, each with its own verifier, routed by label."""
@@ -416,6 +437,12 @@ class RLRecipe:
             from rlvr.models.frozen import frozen_copy
 
             self.ref_model = frozen_copy(self.model)
+        if cfg.distill.teacher is not None:  # on-policy distillation: a frozen teacher (no grad, eval mode)
+            from rlvr.models.teacher import load_teacher
+
+            d = cfg.distill
+            self.teacher = load_teacher(d.teacher, dtype=cfg.model.dtype if d.dtype == "policy" else d.dtype,
+                                        device=self.device, cache=cfg.model.cache_dir)
 
     def make_engine(self):
         """The rollout engine (HF by default; vLLM and/or Ray rollout workers if configured)."""
@@ -649,9 +676,15 @@ class RLRecipe:
         inputs = self.estimator_inputs(batch, takes, token_kl)
         steps = self.process_steps(ro, batch)
         value_row: dict[str, float] = {}
-        # the credit stage: outcome estimator, process credit (PRM step scores) or per-turn credit
+        distill = None
+        if self.teacher is not None:  # on-policy distillation: teacher and student log-probs of the sampled tokens
+            t0 = time.perf_counter()
+            distill = distill_logprobs(self.model, self.teacher, batch, self.learner_settings, self.device,
+                                       cfg.distill.chunk_size)
+            reward_row["distill/pass_time"] = time.perf_counter() - t0
+        # the credit stage: outcome estimator, process credit (PRM step scores) or per-turn credit; distillation
         credit = self.credit.assign(rewards, batch, inputs=inputs, steps=steps, samples=ro.samples,
-                                    token_kl=token_kl)
+                                    token_kl=token_kl, distill=distill)
         advantages, returns = credit.advantages, credit.returns
         for s, r in zip(ro.samples, rewards.tolist()):  # what each sample was trained on
             s.training_reward = r

@@ -420,6 +420,9 @@ def options_act(cfg: RunConfig) -> None:
     if not g.demonstrations:
         inert.append((keys(g, "guidance", ["shaping_gamma"]),
                       "demonstrations are off (guidance.demonstrations=false)"))
+    if cfg.distill.teacher is None:
+        inert.append((keys(cfg.distill, "distill", ["coef", "reward_coef", "chunk_size", "dtype"]),
+                      "on-policy distillation is off (distill.teacher=null): set distill.teacher to a model"))
     for names, why in inert:
         if names:
             first = names[0].split("=")[0]
@@ -490,6 +493,7 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
         "algorithm.difficulty_filter": alg.difficulty_filter,
         "algorithm.entropy_floor": alg.entropy_floor > 0,
         "eval.every": bool(cfg.eval.every),
+        "distill.teacher (on-policy distillation)": cfg.distill.teacher is not None,
         # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
         # packing changes the micro-batch count per rank
         "train.logprob_chunk_size": tcfg.logprob_chunk_size > 0,

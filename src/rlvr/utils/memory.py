@@ -7,6 +7,7 @@
   (:data:`RUNTIME_BYTES`, calibrated on the demo, ``configs/arithmetic_grpo.yaml``: 2,420 MiB peak RSS
   measured, docs/results.md; 2,405 MiB estimated);
 * ``weights``: ``params x`` the policy's bytes per parameter; ``reference``: a frozen copy for a KL term;
+  ``teacher``: on-policy distillation's frozen teacher (its own parameter count and bytes);
   ``critic``: PPO's separate critic (a copy of the trunk with its gradients and AdamW moments);
 * ``optimizer``: AdamW's two moments per trainable parameter (4 bytes each, 2 with ``adamw_bf16``);
 * the larger of the two phases of a step:
@@ -126,6 +127,8 @@ class RunSizes:
     """A frozen reference copy (KL term)."""
     critic: str = "none"
     """PPO's critic: none, separate (a trained copy of the trunk) or shared (a head only)."""
+    teacher_weight_bytes: int = 0
+    """On-policy distillation's frozen teacher: its parameters x its bytes per parameter (0: no teacher)."""
     generator_process: bool = False
     """Sampling runs in a second process with its own weights."""
 
@@ -170,6 +173,8 @@ def estimate_training_memory(shape: ModelShape, sizes: RunSizes) -> MemoryEstima
         parts["reference"] = P * s.param_bytes
     if s.critic == "separate":
         parts["critic"] = P * (2 * s.param_bytes + 8)
+    if s.teacher_weight_bytes:
+        parts["teacher"] = s.teacher_weight_bytes
     if learner >= sampler:
         parts.update(gradients=trainable * s.param_bytes, activations=activations + logits,
                      sampler_copy=0 if s.sampler_sleeps else sampler_copy)

@@ -231,16 +231,11 @@ class DistillConfig(ConfigModel):
         "policy", "parameter dtype of the frozen teacher (policy: model.dtype, as the KL reference)")
 
     def check(self) -> None:
-        """Both weights 0 is refused; a teacher path that does not exist is refused before any model loads."""
+        """Both weights 0 is refused.  (A teacher that does not exist is refused when the run starts, before any
+        model loads: rlvr.recipes.preflight; a file's teacher may be overridden on the command line.)"""
         if self.coef == 0 and self.reward_coef == 0:
             raise ValueError("distill.coef and distill.reward_coef are both 0: every advantage would be 0 (set "
                              "distill.coef > 0 to distil, distill.reward_coef > 0 for the verifier reward)")
-        if self.teacher is not None:
-            from rlvr.models.teacher import teacher_path_problem
-
-            problem = teacher_path_problem(self.teacher)
-            if problem:
-                raise ValueError(f"distill.teacher: {problem}")
 
 
 class TrainConfig(ConfigModel):

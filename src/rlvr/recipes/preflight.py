@@ -3,6 +3,7 @@
 :func:`check_before_model` (called by :meth:`rlvr.recipes.rl.RLRecipe.setup` once the data is built) refuses,
 with one line naming the key:
 
+* a ``distill.teacher`` that does not exist (a path to no directory, a directory with no model);
 * a ``train.output_dir`` that cannot be created or written (a path under a file, a read-only place), and a
   cache directory the bundled model would be converted into that cannot be written;
 * ``rollout.max_new_tokens`` (or ``eval.max_new_tokens``) plus the longest prompt beyond the model's context
@@ -25,7 +26,7 @@ from rlvr.utils.paths import unwritable_reason
 if TYPE_CHECKING:
     from rlvr.recipes.config import RunConfig
 
-__all__ = ["check_before_model", "run_sizes", "prompt_tokens", "available_memory", "teacher_weight_bytes"]
+__all__ = ["check_before_model", "check_teacher_path", "run_sizes", "prompt_tokens", "available_memory", "teacher_weight_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +136,26 @@ def _check_context(cfg: RunConfig, shape: ModelShape, prompt: int) -> None:
                               f"its config.json): set {key} <= {max(1, shape.context - prompt)}")
 
 
+def check_teacher_path(cfg: RunConfig) -> None:
+    """``distill.teacher`` names something that can be a model: a bundled name, a directory with a ``config.json``
+    (or an rlvr checkpoint's ``model/config.json``), or a hub id; a path that does not exist is refused."""
+    teacher = cfg.distill.teacher
+    if teacher is None:
+        return
+    from rlvr.models.teacher import teacher_path_problem
+
+    problem = teacher_path_problem(teacher)
+    if problem:
+        raise ConfigError(f"distill.teacher: {problem}; train the teacher first or set distill.teacher=PATH (an HF "
+                          "model directory, an rlvr checkpoint directory, a bundled name or a hub id)")
+
+
 def check_before_model(cfg: RunConfig, problems: Sequence[Any], model: Any = None,
                        out: Callable[[str], Any] = print) -> MemoryEstimate | None:
     """The checks of this module, for ``cfg`` on ``problems`` (training and held-out); ``model``: a policy
     passed in (its config gives the shape; nothing is converted).  Prints the memory estimate with ``out`` and
     returns it (None when the model's shape is unknown or the run is distributed or samples with vLLM)."""
+    check_teacher_path(cfg)
     _check_dirs(cfg, loads_model=model is None)
     config = getattr(model, "config", None) if model is not None else None
     raw = config.to_dict() if hasattr(config, "to_dict") else model_config(cfg.model.name, cfg.model.cache_dir)

@@ -18,13 +18,14 @@ OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.rlvr-installed
 OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 
-.PHONY: demo demo-tools demo-code demo-code-feedback test test-slow test-all test-oldest docs bench clean-venv help
+.PHONY: demo demo-tools demo-code demo-code-feedback demo-distill test test-slow test-all test-oldest docs bench clean-venv help
 
 help:
 	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU: 12-14 min with native bf16, about 1 h without) and report held-out accuracy"
 	@echo "make demo-tools train the same model to use a calculator tool on 3-digit x 2-digit products (CPU, ~30 min)"
 	@echo "make demo-code  train the same model to write small Python functions checked by hidden unit tests (CPU)"
 	@echo "make demo-code-feedback  the same task with execution feedback: a failing test shown, up to 3 attempts (CPU)"
+	@echo "make demo-distill  on-policy distillation of the demo's task from a teacher: ARGS=distill.teacher=PATH (CPU, 10 steps)"
 	@echo "make test       run the default test suite (slow tests excluded)"
 	@echo "make test-slow  run only the slow tests (real bundled model, long runs)"
 	@echo "make test-all   run every test"
@@ -52,6 +53,9 @@ demo-code: $(STAMP)
 
 demo-code-feedback: $(STAMP)
 	$(VENV)/bin/rlvr train configs/code_feedback.yaml $(ARGS)
+
+demo-distill: $(STAMP)
+	$(VENV)/bin/rlvr train configs/distill_arithmetic.yaml $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -219,7 +219,7 @@ class DistillConfig(ConfigModel):
     reward_coef * A_rl`` (rlvr.algorithms.distill)."""
 
     teacher: str | None = option(
-        None, "the teacher: an HF model directory, an rlvr checkpoint directory (<run>/checkpoints/step-N), a "
+        None, "the teacher: an HF model directory, an rlvr checkpoint directory (a run's checkpoints/step-N), a "
               "bundled name or a hub id, with the student's tokenizer (null: no distillation)")
     coef: float = option(1.0, "weight of the per-token log pi_teacher - log pi_student (the negative reverse KL) "
                               "in each token's advantage", ge=0)

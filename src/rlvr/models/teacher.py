@@ -8,10 +8,17 @@ weights) or a hub id.  It scores the tokens the student sampled, so both must ma
 that end and pad a sequence) before any weight loads, and :func:`check_teacher_tokenizer` refuses a teacher whose
 tokenizer differs, naming both models.  :func:`load_teacher` loads it like the KL reference
 (:func:`rlvr.models.frozen.freeze`: eval mode, no gradients).
+
+:class:`TeacherSleep` (``distill.sleep_while_learning``) frees the teacher's weights between its log-prob passes and
+reads them back from its files right before the next one, the counterpart of the HF engine's
+:meth:`rlvr.engines.hf.HFEngine.sleep` for the sampler's copy: the modules (and their hooks) are kept, each
+parameter's storage is released, and waking reads every tensor into a fresh buffer of the parameter's own shape,
+dtype and device, so the teacher's weights, and its log-probs, are bit for bit those of the first load.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -23,12 +30,13 @@ from rlvr.models.loader import (
     _typo_message,
     bundled_typo,
     load_policy,
+    resolve_model_path,
     load_tokenizer,
     model_config,
 )
 
 __all__ = ["TeacherError", "teacher_path_problem", "tokenizer_mismatch", "check_teacher_tokenizer", "load_teacher",
-           "teacher_config"]
+           "teacher_config", "TeacherSleep"]
 
 
 class TeacherError(ModelNotFoundError):
@@ -122,3 +130,122 @@ def load_teacher(teacher: str, *, dtype: str = "float32", device: Any = "cpu",
     except OSError as e:  # pragma: no cover - a hub id that does not resolve
         raise TeacherError(f"distill.teacher: {_accepted_message(teacher)} ({e})") from None
     return freeze(model.to(device))
+
+
+def _safetensors_files(directory: Path) -> list[Path]:
+    """The safetensors files of an HF model directory: its index's shards, else every ``*.safetensors``."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()))
+        return [directory / f for f in shards]
+    return sorted(directory.glob("*.safetensors"))
+
+
+class TeacherSleep:
+    """Free a frozen teacher's weights after its log-prob pass; read them back from its files before the next.
+
+    :meth:`sleep` releases every parameter's storage (an empty tensor of the same dtype and device takes its
+    place; the modules, their hooks and the buffers stay); :meth:`wake` gives each parameter a fresh buffer of its
+    shape, dtype and device and fills it.  Two ways to fill it, chosen once by :meth:`for_teacher`:
+
+    * ``files`` (a local directory whose safetensors files hold every parameter under one of its names, with its
+      shape, e.g. the bundled model's conversion, an HF directory, an rlvr checkpoint): each tensor is read
+      alone (the file is opened per tensor, so its mapped pages are released at once: the wake never holds
+      more than the teacher's weights) and ``copy_`` into the buffer, with ``from_pretrained``'s cast when the
+      teacher's dtype differs from the file's;
+    * ``rebuild`` (anything else: a hub id, ``*.bin`` weights, keys ``from_pretrained`` renames): ``rebuild()``
+      loads the teacher again as at the start (:func:`load_teacher`) and its parameters are moved in by name.
+
+    Either way the weights after :meth:`wake` equal those of the first load bit for bit.
+    """
+
+    def __init__(self, model, plan: list[tuple[Any, Path, str]] | None = None, rebuild=None):
+        if plan is None and rebuild is None:
+            raise ValueError("TeacherSleep needs a plan (files) or a rebuild function")
+        self.model, self.plan, self.rebuild = model, plan, rebuild
+        self._asleep: list[tuple[str, Any, Any]] | None = None  # (name, parameter, shape) while asleep
+
+    @classmethod
+    def for_teacher(cls, model, teacher: str, *, dtype: str = "float32", device: Any = "cpu",
+                    cache: str | os.PathLike | None = None) -> TeacherSleep:
+        """The sleeper of ``model``, loaded from ``teacher``: from its safetensors files when they hold every
+        parameter under one of its names (tied parameters have several) with its shape, else by rebuilding."""
+        plan = cls.file_plan(model, teacher, cache)
+        if plan is not None:
+            return cls(model, plan=plan)
+        return cls(model, rebuild=lambda: load_teacher(teacher, dtype=dtype, device=device, cache=cache))
+
+    @staticmethod
+    def file_plan(model, teacher: str, cache: str | os.PathLike | None = None) -> list[tuple[Any, Path, str]] | None:
+        """``[(parameter, file, key)]`` for every distinct parameter, or None when the files do not hold them all."""
+        try:
+            directory = Path(resolve_model_path(teacher, cache))
+        except ModelNotFoundError:
+            return None
+        if not directory.is_dir():
+            return None
+        from safetensors import safe_open
+
+        where: dict[str, tuple[Path, list[int]]] = {}
+        for f in _safetensors_files(directory):
+            if not f.is_file():
+                return None
+            with safe_open(str(f), framework="pt", device="cpu") as st:
+                for key in st.keys():
+                    where[key] = (f, list(st.get_slice(key).get_shape()))
+        if not where:
+            return None
+        names: dict[int, list[str]] = {}
+        params: dict[int, Any] = {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            names.setdefault(id(p), []).append(name)
+            params[id(p)] = p
+        plan = []
+        for pid, p in params.items():
+            key = next((n for n in names[pid] if n in where and where[n][1] == list(p.shape)), None)
+            if key is None:
+                return None
+            plan.append((p, where[key][0], key))
+        return plan
+
+    @property
+    def sleeping(self) -> bool:
+        return self._asleep is not None
+
+    def sleep(self) -> bool:
+        """Release every parameter's storage until :meth:`wake` (False, a no-op, when already asleep)."""
+        if self._asleep is not None:
+            return False
+        self._asleep = [(name, p, p.shape) for name, p in self.model.named_parameters()]
+        for _, p, _ in self._asleep:
+            p.data = _empty(p)
+        return True
+
+    def wake(self) -> None:
+        """Read the weights back (a no-op when awake)."""
+        if self._asleep is None:
+            return
+        import torch
+
+        if self.plan is not None:
+            from safetensors import safe_open
+
+            shapes = {id(p): shape for _, p, shape in self._asleep}
+            for p, f, key in self.plan:
+                buf = torch.empty(shapes[id(p)], dtype=p.dtype, device=p.device)
+                with safe_open(str(f), framework="pt", device="cpu") as st:  # unmapped after each tensor
+                    buf.copy_(st.get_tensor(key))
+                p.data = buf
+        else:
+            fresh = dict(self.rebuild().named_parameters())
+            for name, p, _ in self._asleep:
+                p.data = fresh.pop(name).data
+            del fresh
+        self._asleep = None
+
+
+def _empty(p):
+    """An empty tensor of ``p``'s dtype and device (what a sleeping parameter holds)."""
+    import torch
+
+    return torch.empty(0, dtype=p.dtype, device=p.device)

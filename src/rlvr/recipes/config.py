@@ -229,6 +229,10 @@ class DistillConfig(ConfigModel):
                                   "time through its LM head (never the [batch, length, vocab] logits)", ge=1)
     dtype: Literal["policy", "float32", "bfloat16"] = option(
         "policy", "parameter dtype of the frozen teacher (policy: model.dtype, as the KL reference)")
+    sleep_while_learning: bool = option(
+        True, "free the teacher's weights after its log-prob pass and read them back from its files right before the "
+              "next (same log-probs; the teacher is not resident during the learner step, the weight sync and "
+              "sampling: -0.54 GB peak for a 135M float32 teacher)")
 
     def check(self) -> None:
         """Both weights 0 is refused.  (A teacher that does not exist is refused when the run starts, before any

@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from rlvr.config import ConfigError
 from rlvr.models.loader import conversion_dir, model_config
 from rlvr.types import problem_text
-from rlvr.utils.memory import GB, RUNTIME_BYTES, MemoryEstimate, ModelShape, RunSizes, estimate_training_memory
+from rlvr.utils.memory import (GB, RUNTIME_BYTES, MemoryEstimate, ModelShape, RunSizes, estimate_training_memory,
+                                inference_pass_bytes)
 from rlvr.utils.paths import unwritable_reason
 
 if TYPE_CHECKING:
     from rlvr.recipes.config import RunConfig
 
-__all__ = ["check_before_model", "check_teacher_path", "run_sizes", "prompt_tokens", "available_memory", "teacher_weight_bytes"]
+__all__ = ["check_before_model", "check_teacher_path", "run_sizes", "prompt_tokens", "available_memory", "teacher_weight_bytes",
+           "teacher_pass_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,8 @@ def run_sizes(cfg: RunConfig, shape: ModelShape, prompt: int) -> RunSizes:
         activation_checkpointing=t.activation_checkpointing, logprob_chunk=t.logprob_chunk_size,
         reference=cfg.algorithm.kl_coef > 0,
         critic=cfg.algorithm.value.critic if cfg.algorithm.advantage == "gae" else "none",
-        teacher_weight_bytes=teacher_weight_bytes(cfg, shape),
+        teacher_weight_bytes=teacher_weight_bytes(cfg, shape), teacher_sleeps=cfg.distill.sleep_while_learning,
+        teacher_pass_bytes=teacher_pass_bytes(cfg, shape, seq),
         generator_process=t.async_steps > 0 or t.rollout_worker)
 
 
@@ -91,6 +94,23 @@ def teacher_weight_bytes(cfg: RunConfig, student: ModelShape) -> int:
     shape = (ModelShape.from_config(raw) if raw else None) or student
     dtype = cfg.model.dtype if d.dtype == "policy" else d.dtype
     return shape.params * (4 if dtype == "float32" else 2)
+
+
+def teacher_pass_bytes(cfg: RunConfig, student: ModelShape, seq: int) -> int:
+    """Transient bytes of distillation's no-grad log-prob passes (0 without a teacher): the larger of the
+    student's (``train.logprob_chunk_size`` head tokens) and the teacher's (``distill.chunk_size``), each over a
+    micro-batch of ``train.micro_batch_size`` rows of ``seq`` tokens."""
+    d, t, m = cfg.distill, cfg.train, cfg.model
+    if d.teacher is None:
+        return 0
+    raw = model_config(d.teacher, m.cache_dir)
+    teacher = (ModelShape.from_config(raw) if raw else None) or student
+    tokens = t.micro_batch_size * seq
+    amp = t.autocast == "bfloat16"
+    tdtype = m.dtype if d.dtype == "policy" else d.dtype
+    return max(inference_pass_bytes(student, tokens, seq, 2 if amp or m.dtype == "bfloat16" else 4,
+                                    t.logprob_chunk_size),
+               inference_pass_bytes(teacher, tokens, seq, 2 if amp or tdtype == "bfloat16" else 4, d.chunk_size))
 
 
 def available_memory(device: str) -> int | None:

@@ -284,6 +284,7 @@ class RLRecipe:
         self.device = None
         self.critic = self.critic_optimizer = self.critic_scheduler = self.ref_model = None
         self.teacher = None  # distill.teacher: the frozen teacher of on-policy distillation
+        self.teacher_sleep = None  # distill.sleep_while_learning: frees and reloads the teacher's weights
         self.optimizer = self.scheduler = None
         self.verifier = self.env = self.engine = None
         self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
@@ -441,8 +442,14 @@ class RLRecipe:
             from rlvr.models.teacher import load_teacher
 
             d = cfg.distill
-            self.teacher = load_teacher(d.teacher, dtype=cfg.model.dtype if d.dtype == "policy" else d.dtype,
-                                        device=self.device, cache=cfg.model.cache_dir)
+            dtype = cfg.model.dtype if d.dtype == "policy" else d.dtype
+            self.teacher = load_teacher(d.teacher, dtype=dtype, device=self.device, cache=cfg.model.cache_dir)
+            if d.sleep_while_learning:  # resident only during its log-prob pass (advantages())
+                from rlvr.models.teacher import TeacherSleep
+
+                self.teacher_sleep = TeacherSleep.for_teacher(self.teacher, d.teacher, dtype=dtype, device=self.device,
+                                                              cache=cfg.model.cache_dir)
+                self.teacher_sleep.sleep()
 
     def make_engine(self):
         """The rollout engine (HF by default; vLLM and/or Ray rollout workers if configured)."""
@@ -679,8 +686,15 @@ class RLRecipe:
         distill = None
         if self.teacher is not None:  # on-policy distillation: teacher and student log-probs of the sampled tokens
             t0 = time.perf_counter()
-            distill = distill_logprobs(self.model, self.teacher, batch, self.learner_settings, self.device,
-                                       cfg.distill.chunk_size)
+            if self.teacher_sleep is not None:  # read back from its files; freed again right after the pass
+                self.teacher_sleep.wake()
+                reward_row["distill/wake_time"] = time.perf_counter() - t0
+            try:
+                distill = distill_logprobs(self.model, self.teacher, batch, self.learner_settings, self.device,
+                                           cfg.distill.chunk_size)
+            finally:
+                if self.teacher_sleep is not None:
+                    self.teacher_sleep.sleep()
             reward_row["distill/pass_time"] = time.perf_counter() - t0
         # the credit stage: outcome estimator, process credit (PRM step scores) or per-turn credit; distillation
         credit = self.credit.assign(rewards, batch, inputs=inputs, steps=steps, samples=ro.samples,

@@ -7,7 +7,8 @@
   (:data:`RUNTIME_BYTES`, calibrated on the demo, ``configs/arithmetic_grpo.yaml``: 2,420 MiB peak RSS
   measured, docs/results.md; 2,405 MiB estimated);
 * ``weights``: ``params x`` the policy's bytes per parameter; ``reference``: a frozen copy for a KL term;
-  ``teacher``: on-policy distillation's frozen teacher (its own parameter count and bytes);
+  ``teacher``: on-policy distillation's frozen teacher (its own parameter count and bytes; in the teacher phase
+  only when it sleeps between its passes);
   ``critic``: PPO's separate critic (a copy of the trunk with its gradients and AdamW moments);
 * ``optimizer``: AdamW's two moments per trainable parameter (4 bytes each, 2 with ``adamw_bf16``);
 * the larger of the two phases of a step:
@@ -22,6 +23,11 @@
   - sampler: its copy of the weights + the KV cache, ``2 x layers x kv x bytes`` per token of
     ``rows x (prompt + max_new_tokens)`` + the rows' last logits;
 
+  - teacher (on-policy distillation): the no-grad log-prob passes before the advantage, one micro-batch at a
+    time (``teacher_pass``: one layer's activations and ``3 x chunk x vocab`` float32 values of its LM head)
+    + the sampler's own copy + the teacher's weights when it sleeps (``distill.sleep_while_learning``: they are
+    resident only then, not in the other phases);
+
 * ``generator``: a separate generator process (asynchronous rollouts): its runtime, weights and KV cache.
 
 It is an estimate: allocator fragmentation, a growing heap and framework caches are not modelled
@@ -34,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["ModelShape", "RunSizes", "MemoryEstimate", "estimate_training_memory", "RUNTIME_BYTES", "GB"]
+__all__ = ["ModelShape", "RunSizes", "MemoryEstimate", "estimate_training_memory", "inference_pass_bytes",
+           "RUNTIME_BYTES", "GB"]
 
 GB = 1e9
 RUNTIME_BYTES = 500_000_000
@@ -129,6 +136,12 @@ class RunSizes:
     """PPO's critic: none, separate (a trained copy of the trunk) or shared (a head only)."""
     teacher_weight_bytes: int = 0
     """On-policy distillation's frozen teacher: its parameters x its bytes per parameter (0: no teacher)."""
+    teacher_sleeps: bool = False
+    """The teacher's weights are freed after its log-prob pass and read back before the next
+    (``distill.sleep_while_learning``): resident only during that pass."""
+    teacher_pass_bytes: int = 0
+    """Transient bytes of the largest no-grad log-prob pass before the advantage (the teacher's or the
+    student's; :func:`inference_pass_bytes`)."""
     generator_process: bool = False
     """Sampling runs in a second process with its own weights."""
 
@@ -147,6 +160,19 @@ class MemoryEstimate:
         """``2.41 GB (weights 0.54, optimizer 0.54, ...)``: the total and every non-zero part, in GB."""
         inner = ", ".join(f"{k.replace('_', ' ')} {v / GB:.2f}" for k, v in self.parts.items() if v)
         return f"{self.total / GB:.2f} GB ({inner})"
+
+
+def inference_pass_bytes(shape: ModelShape, tokens: int, row_tokens: int, activation_bytes: int,
+                         head_chunk: int) -> int:
+    """Transient bytes of a no-grad log-prob pass over ``tokens`` tokens in rows of ``row_tokens``: one layer's
+    activations at a time (per token ``4 h + 2 kv + 3 f + heads x s`` values: the hidden states in and out, q/k/v,
+    the gated MLP's three, the attention weights), the last hidden states, and the LM head's ``3 x chunk x
+    vocab`` float32 values (logits, their float copy and log-softmax) for ``head_chunk`` tokens at a time
+    (0: all)."""
+    kv = shape.kv_heads * shape.head_dim
+    layer = (4 * shape.hidden + 2 * kv + 3 * shape.intermediate + shape.heads * row_tokens) * activation_bytes
+    head = min(head_chunk, tokens) if head_chunk else tokens
+    return tokens * (layer + shape.hidden * activation_bytes) + 3 * head * shape.vocab * 4
 
 
 def estimate_training_memory(shape: ModelShape, sizes: RunSizes) -> MemoryEstimate:
@@ -168,18 +194,26 @@ def estimate_training_memory(shape: ModelShape, sizes: RunSizes) -> MemoryEstima
         + 2 * s.sampler_rows * shape.vocab * 4
     learner = trainable * s.param_bytes + activations + logits + (0 if s.sampler_sleeps else sampler_copy)
     sampler = (0 if s.generator_process else sampler_copy + kv_cache)
+    teacher = 0  # the no-grad passes before the advantage (distillation), with the teacher's weights if it sleeps
+    if s.teacher_weight_bytes:
+        teacher = s.teacher_pass_bytes + (0 if s.generator_process else sampler_copy) \
+            + (s.teacher_weight_bytes if s.teacher_sleeps else 0)
     parts = {"runtime": RUNTIME_BYTES, "weights": P * s.param_bytes, "optimizer": trainable * s.optimizer_bytes}
     if s.reference:
         parts["reference"] = P * s.param_bytes
     if s.critic == "separate":
         parts["critic"] = P * (2 * s.param_bytes + 8)
-    if s.teacher_weight_bytes:
+    if s.teacher_weight_bytes and not s.teacher_sleeps:
         parts["teacher"] = s.teacher_weight_bytes
-    if learner >= sampler:
+    if learner >= sampler and learner >= teacher:
         parts.update(gradients=trainable * s.param_bytes, activations=activations + logits,
                      sampler_copy=0 if s.sampler_sleeps else sampler_copy)
-    else:
+    elif sampler >= teacher:
         parts.update(sampler_copy=sampler_copy, kv_cache=kv_cache)
+    else:
+        if s.teacher_sleeps:
+            parts["teacher"] = s.teacher_weight_bytes
+        parts.update(teacher_pass=s.teacher_pass_bytes, sampler_copy=0 if s.generator_process else sampler_copy)
     if s.generator_process:
         parts["generator"] = RUNTIME_BYTES + P * (s.sampler_bytes or s.param_bytes) + kv_cache
     return MemoryEstimate(parts)

@@ -213,6 +213,7 @@ def test_a_checkpoint_directory_is_a_teacher(tmp_path, teacher_dir):
     (["distill.teacher=null", "distill.coef=2"], r"distill.coef: distill.coef=2.0 cannot act: on-policy distillation "
                                                  r"is off \(distill.teacher=null\)"),
     (["distill.dtype=float16"], "distill.dtype"),
+    (["distill.teacher=null", "distill.sleep_while_learning=false"], r"distill.sleep_while_learning: .* cannot act"),
     (["distill.teacher=x", "distributed.fsdp=true"], "distributed.fsdp=true does not support: .*distill.teacher"),
 ])
 def test_distill_options_out_of_range_are_refused_naming_the_key(overrides, why):
@@ -227,14 +228,21 @@ def test_the_memory_estimate_counts_the_teacher(teacher_dir):
     from rlvr.utils.memory import ModelShape, estimate_training_memory
 
     shape = ModelShape.from_config(model_config(str(teacher_dir)))
+    without = estimate_training_memory(shape, run_sizes(load_config(RunConfig, None, []), shape, 40))
     for dtype, nbytes in (("policy", 4), ("bfloat16", 2)):
-        cfg = load_config(RunConfig, None, [f"distill.teacher={teacher_dir}", f"distill.dtype={dtype}"])
+        cfg = load_config(RunConfig, None, [f"distill.teacher={teacher_dir}", f"distill.dtype={dtype}",
+                                            "distill.sleep_while_learning=false"])
         sizes = run_sizes(cfg, shape, 40)
-        assert sizes.teacher_weight_bytes == shape.params * nbytes
+        assert sizes.teacher_weight_bytes == shape.params * nbytes and not sizes.teacher_sleeps
+        assert sizes.teacher_pass_bytes > 0
         with_teacher = estimate_training_memory(shape, sizes)
-        without = estimate_training_memory(shape, run_sizes(load_config(RunConfig, None, []), shape, 40))
         assert with_teacher.parts["teacher"] == shape.params * nbytes
         assert with_teacher.total - without.total == shape.params * nbytes
+    # sleeping (the default), the teacher is resident only in its own pass: the learner step stays the peak here
+    sizes = run_sizes(load_config(RunConfig, None, [f"distill.teacher={teacher_dir}"]), shape, 40)
+    assert sizes.teacher_sleeps
+    asleep = estimate_training_memory(shape, sizes)
+    assert "teacher" not in asleep.parts and asleep.total == without.total
 
 
 # ----------------------------------------------------------------------------- the shipped config runs
@@ -255,3 +263,65 @@ def test_the_distillation_config_trains_the_tiny_student_for_two_steps(tmp_path,
         assert row["loss"] == pytest.approx(row["distill/reverse_kl"], abs=1e-4)  # coef 1, ratio 1: -mean_t A_t
         assert "reward_mean" in row  # rewards still logged
     assert load_config(RunConfig, out / "config.yaml").distill.teacher == str(teacher_dir)
+
+
+# ----------------------------------------------------------------------------- distill.sleep_while_learning
+def _numel(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("how, dtype", [("files", "policy"), ("files", "bfloat16"), ("rebuild", "policy")])
+def test_a_sleeping_teacher_is_freed_between_passes_and_scores_bit_for_bit_the_same(tmp_path, teacher_dir,
+                                                                                    monkeypatch, how, dtype):
+    from rlvr.models.teacher import TeacherSleep
+
+    if how == "rebuild":  # files that do not hold the parameters under their names: loaded again as at the start
+        monkeypatch.setattr(TeacherSleep, "file_plan", staticmethod(lambda *a, **k: None))
+    tok, model = tiny()
+    common = [f"distill.teacher={teacher_dir}", f"distill.dtype={dtype}", "rollout.group_size=4",
+              "distill.chunk_size=3", "train.micro_batch_size=2"]
+    awake = recipe(tmp_path / "awake", tok, model, *common, "distill.sleep_while_learning=false")
+    assert awake.teacher_sleep is None and _numel(awake.teacher) > 0
+    asleep = recipe(tmp_path / "asleep", tok, model, *common)  # the default: sleeping
+    ts = asleep.teacher_sleep
+    assert (ts.plan is None) == (how == "rebuild")
+    assert ts.sleeping and _numel(asleep.teacher) == 0  # freed once loaded: not resident while sampling either
+    ro = rollouts(samples(tok, COMPLETIONS, model=model), REWARDS)
+    want = awake.advantages(ro)
+    for _ in range(2):  # woken for the pass, freed after it, and again
+        got = asleep.advantages(ro)
+        assert ts.sleeping and _numel(asleep.teacher) == 0
+        assert torch.equal(got.advantages, want.advantages)
+        assert got.reward_row["distill/teacher_logprob"] == want.reward_row["distill/teacher_logprob"]
+        assert got.reward_row["distill/wake_time"] >= 0 and "distill/wake_time" not in want.reward_row
+    ts.wake()
+    for (name, a), (_, b) in zip(asleep.teacher.state_dict().items(), awake.teacher.state_dict().items()):
+        assert a.dtype == b.dtype and torch.equal(a, b), name
+    assert not any(p.requires_grad for p in asleep.teacher.parameters()) and not asleep.teacher.training
+    t = asleep.teacher
+    assert t.get_output_embeddings().weight is t.get_input_embeddings().weight  # the tied head still shares
+
+
+def test_two_steps_with_a_sleeping_teacher_train_the_same_weights(tmp_path, tiny_model_dir, teacher_dir, capsys):
+    from safetensors.torch import load_file
+
+    from rlvr.trackers import read_metrics
+
+    runs = {}
+    for sleep in ("true", "false"):
+        out = tmp_path / f"run-{sleep}"
+        rc = main(["train", str(ROOT / "configs" / "distill_arithmetic.yaml"), f"model.name={tiny_model_dir}",
+                   f"distill.teacher={teacher_dir}", f"distill.sleep_while_learning={sleep}",
+                   f"train.output_dir={out}", "train.steps=2", "train.save_every=2", "train.threads=1",
+                   "train.progress=false", "eval.before_training=false", "eval.after_training=false",
+                   "rollout.dtype=float32", "train.prompts_per_step=2", "rollout.max_new_tokens=8"])
+        assert rc == 0, capsys.readouterr().err
+        runs[sleep] = (load_file(out / "checkpoints" / "step-000002" / "model" / "model.safetensors"),
+                       read_metrics(out / "metrics.jsonl"))
+    (w_on, rows_on), (w_off, rows_off) = runs["true"], runs["false"]
+    assert w_on.keys() == w_off.keys()
+    for k in w_on:
+        assert torch.equal(w_on[k], w_off[k]), k
+    for a, b in zip(rows_on, rows_off):
+        assert a["distill/teacher_logprob"] == b["distill/teacher_logprob"] and a["loss"] == b["loss"]
+    assert rows_on[0]["lr"] > 0 and rows_on[1]["grad_norm"] > 0  # the weights did move

@@ -79,3 +79,34 @@ def test_the_demo_config_is_estimated_near_its_measured_peak():
     shape = ModelShape.from_config(SMOLLM2)
     est = estimate_training_memory(shape, run_sizes(cfg, shape, prompt=45))
     assert est.total / 2**20 == pytest.approx(2420, rel=0.10)
+
+
+def test_a_no_grad_log_prob_pass_by_hand():
+    from rlvr.utils.memory import inference_pass_bytes
+
+    # one layer per token: 4*8 hidden + 2*4 k/v + 3*16 MLP + 2 heads * 16 attention = 120 values, + the last
+    # hidden states (8): 128 values of 4 bytes for 32 tokens; the head: 3 x chunk x vocab 10 float32
+    assert inference_pass_bytes(TINY, 32, 16, 4, 8) == 32 * 128 * 4 + 3 * 8 * 10 * 4
+    assert inference_pass_bytes(TINY, 32, 16, 4, 0) == 32 * 128 * 4 + 3 * 32 * 10 * 4  # 0: all tokens at once
+    assert inference_pass_bytes(TINY, 32, 16, 2, 100) == 32 * 128 * 2 + 3 * 32 * 10 * 4  # bf16 activations
+
+
+def test_a_sleeping_teacher_counts_only_in_its_own_pass():
+    base = dict(prompt_tokens=6, max_new_tokens=10, sampler_rows=4, micro_batch_tokens=32, row_tokens=16)
+    P = TINY.params
+    learner = 4 * P + 3 * 32 * 152 * 4 + 4 * 32 * 10 * 4  # gradients + activations + logits (first test)
+    # a small teacher: resident all the time unless it sleeps; asleep, the learner phase is the peak without it
+    small = dict(teacher_weight_bytes=4 * P, teacher_pass_bytes=1000)
+    awake = estimate_training_memory(TINY, RunSizes(**base, **small))
+    asleep = estimate_training_memory(TINY, RunSizes(**base, **small, teacher_sleeps=True))
+    assert awake.parts["teacher"] == 4 * P and awake.total == RUNTIME_BYTES + 12 * P + 4 * P + learner
+    assert "teacher" not in asleep.parts and asleep.total == RUNTIME_BYTES + 12 * P + learner
+    # a large teacher: asleep, its pass (weights + transient) is the peak, without the learner's gradients
+    large = dict(teacher_weight_bytes=10**6, teacher_pass_bytes=1000, sampler_bytes=2)
+    est = estimate_training_memory(TINY, RunSizes(**base, **large, teacher_sleeps=True, sampler_sleeps=True))
+    assert est.parts == {"runtime": RUNTIME_BYTES, "weights": 4 * P, "optimizer": 8 * P, "teacher": 10**6,
+                         "teacher_pass": 1000, "sampler_copy": 2 * P}  # the sampler's copy sleeps only in learning
+    assert est.total == max(est.total, RUNTIME_BYTES + 12 * P + learner)
+    awake = estimate_training_memory(TINY, RunSizes(**base, **large, sampler_sleeps=True))
+    assert awake.parts["teacher"] == 10**6 and "gradients" in awake.parts  # resident: the learner phase on top
+    assert awake.total - est.total == learner - 1000 - 2 * P

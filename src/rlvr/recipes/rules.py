@@ -421,7 +421,8 @@ def options_act(cfg: RunConfig) -> None:
         inert.append((keys(g, "guidance", ["shaping_gamma"]),
                       "demonstrations are off (guidance.demonstrations=false)"))
     if cfg.distill.teacher is None:
-        inert.append((keys(cfg.distill, "distill", ["coef", "reward_coef", "chunk_size", "dtype"]),
+        inert.append((keys(cfg.distill, "distill", ["coef", "reward_coef", "chunk_size", "dtype",
+                                                    "sleep_while_learning"]),
                       "on-policy distillation is off (distill.teacher=null): set distill.teacher to a model"))
     for names, why in inert:
         if names:

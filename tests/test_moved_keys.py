@@ -84,4 +84,6 @@ def test_every_shipped_config_loads():
 
     recipes = {"sft_": SFTConfig, "rft_": RFTConfig}  # the SFT / RFT recipes' configs; every other one is rlvr train's
     for path in sorted((ROOT / "configs").glob("*.yaml")):
+        if path.name.startswith("pipeline_"):  # a pipeline's stages: tests/recipes/test_pipeline.py
+            continue
         load_config(next((c for p, c in recipes.items() if path.name.startswith(p)), RunConfig), path)

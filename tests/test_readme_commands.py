@@ -41,8 +41,12 @@ def test_the_readme_has_usage_commands():
     cmds = readme_commands()
     assert len(cmds) >= 30 and any(c.startswith("rlvr eval") for c in cmds)
     readme = [c for c in cmds if c in (ROOT / "README.md").read_text()]
-    for verb in ("rlvr train", "rlvr eval", "rlvr compare", "rlvr seeds"):
+    for verb in ("rlvr train", "rlvr eval", "rlvr compare", "rlvr seeds", "rlvr sft", "rlvr rft", "rlvr pipeline"):
         assert any(c.startswith(verb) for c in readme), verb
+
+
+SFT_TINY = ["train.steps=1", "train.batch_size=2", "train.micro_batch_size=2", "data.num_heldout=2"]
+RL_TINY = ["train.steps=1", "train.prompts_per_step=1", "rollout.group_size=4", "rollout.max_new_tokens=4"]
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,13 @@ def workspace(tmp_path_factory, tiny_tokenizer_module):
     model_dir = tmp / "tiny-model"
     make_model(tiny_tokenizer_module).save_pretrained(model_dir)
     tiny_tokenizer_module.save_pretrained(model_dir)
+    # `rlvr pipeline`: the shipped pipeline's two stage kinds (sft, then rl), at tiny sizes
+    tiny = [f"model.name={model_dir}", "task.params.num_train=8", "task.num_heldout=4", "eval.num_problems=2",
+            "eval.max_new_tokens=4", "train.progress=false", "'eval.extra_temperatures=[]'"]
+    (tmp / "tiny_pipeline.yaml").write_text(
+        f"output_dir: {tmp / 'pipeline'}\nmodel: {model_dir}\nstages:\n"
+        f"  - {{kind: sft, config: {ROOT / 'configs' / 'sft_arithmetic.yaml'}, overrides: [{', '.join(tiny + SFT_TINY)}]}}\n"
+        f"  - {{kind: rl, config: {ROOT / 'configs' / 'arithmetic_grpo.yaml'}, overrides: [{', '.join(tiny + RL_TINY)}]}}\n")
     (tmp / "my.jsonl").write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
                                           for i in range(6)))
     return tmp, model_dir
@@ -73,7 +84,8 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
              "/path/to/hf-model": str(model_dir), "task.path=my.jsonl": f"task.path={tmp / 'my.jsonl'}",
              "runs/arithmetic_grpo/checkpoints/step-000040": str(ckpts[-1]) if ckpts else "missing-checkpoint",
              "runs/arithmetic_grpo": str(run),  # `rlvr seeds summarize`: the sweep `--seeds` trained there
-             "runs/baseline": str(run)}  # `rlvr compare`: that sweep against itself
+             "runs/baseline": str(run),  # `rlvr compare`: that sweep against itself
+             "configs/pipeline_sft_rl.yaml": str(tmp / "tiny_pipeline.yaml")}  # its stages at tiny sizes
     args = [subst.get(a, str(ROOT / a) if a.startswith("configs/") else a) for a in args]
     if args[0] == "train" and "--help" not in args:
         args += [f"model.name={model_dir}", f"train.output_dir={run}", "train.steps=1", "task.params.num_train=8",
@@ -81,6 +93,16 @@ def _argv(cmd: str, tmp: Path, model_dir: Path) -> list[str]:
                  "eval.num_problems=2", "eval.max_new_tokens=4", "train.progress=false", "train.save_every=1"]
         if "--resume" not in args:  # every command trains into the same directory: each starts it over
             args.append("train.overwrite=true")
+        if any(a.endswith("distill_arithmetic.yaml") for a in args):  # the teacher: the tiny model itself
+            args.append(f"distill.teacher={model_dir}")
+    elif args[0] in ("sft", "rft"):
+        args += [f"model.name={model_dir}", f"train.output_dir={tmp / args[0]}", "task.params.num_train=8",
+                 "task.num_heldout=4", "eval.num_problems=2", "eval.max_new_tokens=4", "eval.extra_temperatures=[]",
+                 "train.progress=false", "train.overwrite=true"]
+        args += SFT_TINY if args[0] == "sft" else ["rft.rounds=1", "rft.k=2", "rft.problems_per_round=2",
+                                                   "rft.max_new_tokens=4"]
+    elif args[0] == "pipeline":
+        args.append("overwrite=true")
     elif args[:2] == ["rm", "train"]:
         args = [a.replace("runs/rm/", f"{tmp}/rm/") for a in args]
         args += [f"model={model_dir}", "num_problems=4", "n=2", "max_new_tokens=4", "samples_per_problem=1",

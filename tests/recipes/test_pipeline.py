@@ -123,3 +123,15 @@ def test_a_bad_stage_config_names_the_pipeline_file_and_line(tmp_path):
     path.write_text("stages:\n  - {kind: rl, config: nowhere.yaml}\n")
     with pytest.raises(ConfigError, match="config file not found: nowhere.yaml"):
         plan_stages(load_pipeline(path), path)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("pipeline_*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_pipeline_loads_with_all_its_stages(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # stage configs are named from the project root, as the README runs them
+    cfg = load_pipeline(path)
+    planned = plan_stages(cfg, path)
+    assert len(planned) == len(cfg.stages) * cfg.repeat >= 2
+    assert all(p.directory.parent == Path(cfg.output_dir) for p in planned)

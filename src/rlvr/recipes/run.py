@@ -34,5 +34,13 @@ def train(cfg: RunConfig, **kwargs: Any) -> dict[str, Any]:
     return run_recipe(recipe_class(cfg), cfg, **kwargs)
 
 
+def _has_teacher(cfg: RunConfig) -> None:
+    if cfg.distill.teacher is None:
+        raise ValueError("a distill stage needs distill.teacher (a model directory, a checkpoint, or an earlier "
+                         "stage's final model: distill.teacher={stage:NAME})")
+
+
 register_stage_kind("rl", StageKind(RunConfig, train, passes=frozenset({"on_step"})),
                     doc="rlvr train: RL on verifiable rewards (a stage's config is rlvr train's)")
+register_stage_kind("distill", StageKind(RunConfig, train, check=_has_teacher, passes=frozenset({"on_step"})),
+                    doc="rlvr train with distill.teacher: on-policy distillation (a stage's config is rlvr train's)")

@@ -255,6 +255,46 @@ def test_a_directory_as_data_file(capsys, tmp_path):
               rf"task.path: {re.escape(str(tmp_path))}: not a file")
 
 
+# ----------------------------------------------------------------------------- post-training commands, before any model
+def test_sft_file_without_a_completion_field(capsys, tmp_path):
+    data = tmp_path / "chats.jsonl"
+    data.write_text('{"prompt": "What is 1 + 1?", "completion": "2"}\n{"prompt": "What is 2 + 2?", "answer": "4"}\n')
+    out = tmp_path / "run"
+    line = one_error(capsys, ["sft", NO_MODEL, "data.source=jsonl", f"data.path={data}", f"train.output_dir={out}",
+                              "eval.accuracy=false"], r"chats\.jsonl:2")
+    assert "completion" in line and "answer" in line  # the field it wants and the fields the line has
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("overrides,expect", [
+    (["distill.teacher=/nonexistent/teacher", "distill.coef=-1"], r"distill.coef: must be >= 0, got -1"),
+    (["distill.teacher=/nonexistent/teacher", "distill.coef=0"], r"distill.coef.*reward_coef.*0"),
+    (["distill.chunk_size=0", "distill.teacher=/nonexistent/teacher"], r"distill.chunk_size: must be >= 1, got 0"),
+])
+def test_bad_distillation_values(capsys, tmp_path, overrides, expect):
+    out = tmp_path / "run"
+    one_error(capsys, ["train", NO_MODEL, f"train.output_dir={out}", *overrides], expect)
+    assert not out.exists()
+
+
+def test_a_teacher_that_does_not_exist_is_named_before_any_model_loads(capsys, tmp_path, model_dir):
+    out = tmp_path / "run"
+    one_error(capsys, tiny_train(model_dir, out, "distill.teacher=/nonexistent/teacher"),
+              r"distill.teacher: .*/nonexistent/teacher")
+    assert not (out / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("stages,expect", [
+    ("[]", r"stages: the list is empty"),
+    ("[{kind: sftt}]", r"unknown stage kind 'sftt'.*did you mean 'sft'"),
+    ("[{kind: distill}]", r"stage 1, distill.*needs distill.teacher"),
+])
+def test_bad_pipeline_stage_lists(capsys, tmp_path, stages, expect):
+    out = tmp_path / "pipe"
+    one_error(capsys, ["pipeline", f"output_dir={out}", f"stages={stages}"], expect)
+    assert not out.exists()
+
+
 # ----------------------------------------------------------------------------- rlvr eval / verify options
 def test_eval_unknown_verifier_before_the_model_loads(capsys):
     one_error(capsys, ["eval", "--task", "math500", "--verifier", "mth", "--model", "/nonexistent/model"],

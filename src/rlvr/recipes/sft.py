@@ -47,6 +47,7 @@ from rlvr.tasks.sampler import PromptSampler
 from rlvr.tasks.sft_data import SFTExample, read_sft_hf, read_sft_jsonl, task_examples
 from rlvr.trackers import open_trackers
 from rlvr.types import Problem
+from rlvr.utils.accounting import peak_rss_mb, set_malloc_mmap_threshold
 from rlvr.utils.device import resolve_device
 from rlvr.utils.files import atomic_write_json, read_json_or_none
 from rlvr.version import code_version
@@ -143,6 +144,8 @@ class SFTRecipe:
         cfg, tcfg = self.cfg, self.cfg.train
         if tcfg.threads:
             torch.set_num_threads(tcfg.threads)
+        if tcfg.malloc_mmap_threshold and not set_malloc_mmap_threshold(tcfg.malloc_mmap_threshold):
+            log.warning("train.malloc_mmap_threshold is ignored: the C library is not glibc")
         self.train_examples, self.heldout_examples, self.heldout_problems = load_examples(cfg)
         torch.manual_seed(tcfg.seed)
         if self.model is None:
@@ -312,7 +315,8 @@ class SFTRecipe:
             dt = time.perf_counter() - t0
             row = {"step": step + 1, "loss": m["loss"], "grad_norm": m["grad_norm"], "lr": lr,
                    "tokens": m["tokens"], "seqs": m["seqs"], "epoch": self.order.position / len(self.train_samples),
-                   "step_time": dt, "tokens_per_s": m["tokens"] / dt if dt > 0 else 0.0}
+                   "step_time": dt, "tokens_per_s": m["tokens"] / dt if dt > 0 else 0.0,
+                   "peak_rss_mb": peak_rss_mb()}
             self.tracker.log(row, row["step"])
         if self.on_step is not None:
             self.on_step(row)

@@ -101,6 +101,9 @@ class SFTTrainConfig(ConfigModel):
     resume_changes: list[str] = option(None, "config keys (or sections) a resume may change from the checkpoint's "
                                              "config", default_factory=list)
     threads: int = option(0, "torch CPU threads (0: torch's default)", ge=0)
+    malloc_mmap_threshold: int = option(0, "glibc only: allocations of at least this many bytes use mmap and go "
+                                           "back to the OS when freed (65536 stops the heap growing step after "
+                                           "step; as rlvr train's; 0: glibc's default)", ge=0)
     progress: bool = option(True, "show a live progress bar")
     report_to: list[str] = option(None, "where metrics go besides metrics.jsonl (always written): tensorboard, "
                                         "wandb, mlflow, trackio", default_factory=list)

@@ -25,8 +25,10 @@ import importlib.metadata
 import sys
 from collections.abc import Iterable
 from types import ModuleType
+from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "PluginError", "import_plugin", "load_entry_points", "load_plugins"]
+__all__ = ["ENTRY_POINT_GROUP", "PluginError", "import_plugin", "load_entry_points", "load_plugins",
+           "load_config_plugins"]
 
 ENTRY_POINT_GROUP = "rlvr.plugins"
 
@@ -89,3 +91,15 @@ def load_plugins(modules: Iterable[str] = (), *, entry_points: bool = True) -> l
     if entry_points:
         load_entry_points()
     return [import_plugin(m) for m in modules]
+
+
+def load_config_plugins(data: Any) -> Any:
+    """A config model's ``mode="before"`` validator: the entry points and the modules its raw ``plugins`` list
+    names are imported before any field is validated (their component names must be known); an import that
+    fails is a ``ValueError`` naming it.  Returns ``data`` unchanged."""
+    modules = data.get("plugins") if isinstance(data, dict) else None
+    try:
+        load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
+    except PluginError as e:
+        raise ValueError(str(e)) from None
+    return data

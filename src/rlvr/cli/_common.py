@@ -128,6 +128,27 @@ def load(args: list[str]):
     return load_config(RunConfig, path, overrides)
 
 
+def run_fine_tuning(ns, load_config, run) -> int:
+    """``rlvr sft`` / ``rlvr rft``: the config of ``ns.args`` with ``--resume`` / ``--overwrite`` as
+    ``train.resume`` / ``train.overwrite``, loaded by ``load_config(path, overrides)`` and run by ``run(cfg)``;
+    prints the run directory and the final model (an interrupted run returns its exit code)."""
+    from rlvr.recipes.rl import TrainingInterrupted
+
+    path, overrides = config_path(list(ns.args))
+    if ns.resume:
+        overrides.append("train.resume=true")
+    if ns.overwrite:
+        overrides.append("train.overwrite=true")
+    cfg = load_config(path, overrides)
+    try:
+        summary = run(cfg)
+    except TrainingInterrupted as e:
+        return e.exit_code
+    print(f"run directory: {summary['output_dir']}")
+    print(f"final model: {summary['final_model']}")
+    return 0
+
+
 def dest(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 

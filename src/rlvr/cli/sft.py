@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from rlvr.cli._common import add_common, add_config_args, config_path
+from rlvr.cli._common import add_common, add_config_args, run_fine_tuning
 
 
 def run(ns) -> int:
-    from rlvr.recipes.rl import TrainingInterrupted
-    from rlvr.recipes.sft import run_sft
     from rlvr.recipes.sft_config import load_sft_config
+    from rlvr.recipes.sft import run_sft
 
-    path, overrides = config_path(list(ns.args))
-    if ns.resume:
-        overrides.append("train.resume=true")
-    if ns.overwrite:
-        overrides.append("train.overwrite=true")
-    cfg = load_sft_config(path, overrides)
-    try:
-        summary = run_sft(cfg)
-    except TrainingInterrupted as e:
-        return e.exit_code
-    print(f"run directory: {summary['output_dir']}")
-    print(f"final model: {summary['final_model']}")
-    return 0
+    return run_fine_tuning(ns, load_sft_config, run_sft)
 
 
 DESCRIPTION = (

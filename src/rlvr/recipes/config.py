@@ -354,14 +354,9 @@ class RunConfig(ConfigModel):
     @classmethod
     def _import_plugins(cls, data: Any) -> Any:
         """Plugin modules (and entry points) are imported before any field is validated: their names must be known."""
-        from rlvr.plugins import PluginError, load_plugins
+        from rlvr.plugins import load_config_plugins
 
-        modules = data.get("plugins") if isinstance(data, dict) else None
-        try:
-            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
-        except PluginError as e:
-            raise ValueError(str(e)) from None
-        return data
+        return load_config_plugins(data)
 
     def check(self) -> None:
         """The cross-section rules (:data:`rlvr.recipes.rules.RUN_RULES`), in order; the first that fails is

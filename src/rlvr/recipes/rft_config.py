@@ -79,14 +79,9 @@ class RFTConfig(ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _import_plugins(cls, data: Any) -> Any:
-        from rlvr.plugins import PluginError, load_plugins
+        from rlvr.plugins import load_config_plugins
 
-        modules = data.get("plugins") if isinstance(data, dict) else None
-        try:
-            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
-        except PluginError as e:
-            raise ValueError(str(e)) from None
-        return data
+        return load_config_plugins(data)
 
     def check(self) -> None:
         check_task_and_verifier(self.task, self.reward)

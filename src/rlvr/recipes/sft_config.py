@@ -148,14 +148,9 @@ class SFTConfig(ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _import_plugins(cls, data: Any) -> Any:
-        from rlvr.plugins import PluginError, load_plugins
+        from rlvr.plugins import load_config_plugins
 
-        modules = data.get("plugins") if isinstance(data, dict) else None
-        try:
-            load_plugins(modules if isinstance(modules, list) and all(isinstance(m, str) for m in modules) else [])
-        except PluginError as e:
-            raise ValueError(str(e)) from None
-        return data
+        return load_config_plugins(data)
 
     def check(self) -> None:
         """The task, its options and file, and the verifier are registered and valid (as rlvr train checks them)."""

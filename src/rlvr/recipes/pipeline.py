@@ -212,7 +212,6 @@ def plan_stages(cfg: PipelineConfig, path: str | Path | None = None,
                 raise ConfigError(f"{where}: {e}") from None
             out.append(PlannedStage(k, st, kind, directory, scfg, stage_overrides + pinned, where))
             previous = finals.get(f"#{k}", cfg.model)
-            finals.setdefault(st.label(), previous)
     return out
 
 
@@ -226,7 +225,7 @@ def _finished(planned: PlannedStage) -> str | None:
     return planned.kind.final_model(planned.directory)
 
 
-def _claim_root(cfg: PipelineConfig, stage_dirs: list[Path]):
+def _claim_root(cfg: PipelineConfig):
     from filelock import FileLock, Timeout
 
     root = Path(cfg.output_dir)
@@ -280,7 +279,7 @@ def run_pipeline(cfg: PipelineConfig, path: str | Path | None = None, *,
     kind passes them."""
     planned = plan_stages(cfg, path)  # every stage checked before anything runs or loads
     root = Path(cfg.output_dir)
-    lock = _claim_root(cfg, [p.directory for p in planned])
+    lock = _claim_root(cfg)
     try:
         save_config(cfg, root / "pipeline.yaml")
         finals: dict[str, str] = {}

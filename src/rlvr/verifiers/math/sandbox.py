@@ -12,8 +12,11 @@ one on the next call.  The child is forked when the caller has a single thread
 ``atexit`` handler, and a forked worker still holds the parent's end of its pipe, so it
 would wait forever.  Each worker therefore asks the kernel (Linux ``prctl(PR_SET_PDEATHSIG,
 SIGKILL)``) to kill it when its parent dies, and where that is unavailable or the worker's
-parent is a fork server rather than its owner, a watchdog thread in the worker exits it
-within half a second of its owner's death.  See :func:`die_with_parent`.
+parent is a fork server rather than its owner, a watchdog *process* forked by the worker
+kills it when its owner dies.  A thread would not do: a worker busy in C code (a GMP
+power) holds the GIL, so a watchdog thread never runs, and the fork server's own exit
+(which the kernel's parent-death signal waits for) took up to 9 s on a loaded machine.
+See :func:`die_with_parent`.
 """
 
 from __future__ import annotations
@@ -65,33 +68,83 @@ def die_with_parent(owner: int | None = None) -> None:
     Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills it the moment its parent
     exits, however it was killed (checked again right after, in case the parent died first).
     Where that is not available, or the parent is not ``owner`` (a fork server started it),
-    also a daemon thread that ``os._exit``s once ``owner`` (or the parent) is gone.
+    also a watchdog process (:func:`_start_watchdog`) that SIGKILLs this one once ``owner``
+    (or the parent) is gone: it needs neither this process's GIL nor the fork server's exit.
     """
     parent = os.getppid()
-    armed = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            pass
+    armed = _arm_pdeathsig()
     watched = owner if owner is not None else parent
     if os.getppid() != parent or not _alive(watched):  # the parent died before prctl took effect
         os._exit(1)
     if armed and watched == parent:
-        # The kernel does it; no thread, so this process stays single-threaded (its own sandbox is then
-        # forked, not started from a fork server).
+        return  # the kernel does it
+    _start_watchdog(watched)
+
+
+def _arm_pdeathsig() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent (the thread that forked it) exits."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _start_watchdog(watched: int) -> None:
+    """Fork a small process that SIGKILLs this one once ``watched`` is gone (and dies with this one).
+
+    It waits on a pidfd of ``watched`` where Linux offers one (woken at its exit, immune to pid
+    reuse), else polls every :data:`WATCHDOG_INTERVAL` seconds.  It closes every inherited file
+    descriptor first, so it never keeps a pipe of its parent's open.  Called while this process is
+    single-threaded (a worker's first step); if ``fork`` fails, a watchdog thread is the fallback.
+    """
+    me = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid > 0:
         return
+    if pid < 0:  # no process to spare: a thread (it cannot act while C code holds the GIL)
+        def watch() -> None:
+            while _alive(watched):
+                time.sleep(WATCHDOG_INTERVAL)
+            os._exit(1)
 
-    def watch() -> None:
-        while True:
-            time.sleep(WATCHDOG_INTERVAL)
-            if os.getppid() != parent or not _alive(watched):
-                os._exit(1)
+        threading.Thread(target=watch, name="rlvr-sandbox-watchdog", daemon=True).start()
+        return
+    try:  # the watchdog: never returns
+        armed = _arm_pdeathsig()
+        os.closerange(3, 1 << 16)
+        if os.getppid() != me:
+            os._exit(0)
+        try:
+            fd = os.pidfd_open(watched)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            import select
 
-    threading.Thread(target=watch, name="rlvr-sandbox-watchdog", daemon=True).start()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while not poller.poll(int(WATCHDOG_INTERVAL * 1000)):
+                if not armed and os.getppid() != me:  # the worker is gone
+                    os._exit(0)
+        else:
+            while _alive(watched):
+                time.sleep(WATCHDOG_INTERVAL)
+                if os.getppid() != me:
+                    os._exit(0)
+        try:
+            os.kill(me, signal.SIGKILL)
+        except OSError:
+            pass
+    finally:
+        os._exit(0)
 
 
 def _worker_main(conn: Any, warmup: tuple[Callable[..., Any], tuple] | None = None, owner: int | None = None) -> None:

@@ -96,12 +96,32 @@ def run(ns) -> int:
                             confidence=ns.confidence, seed=ns.seed, resample=ns.resample)
         print(format_comparison(c) + "\n")
         results.append(c.to_dict())
+    _support(names, groups, results)
     print(f"({len(datas[0])} task(s): {', '.join(datas[0])}; IQM over run x task scores, Agarwal et al. 2021)")
     if ns.output:
         Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.output).write_text(json.dumps({"baseline": names[0], "comparisons": results}, indent=2))
         print(f"written to {ns.output}")
     return 0
+
+
+def _support(names: list[str], groups: list[list[str]], results: list[dict]) -> None:
+    """Where every method is one ``rlvr eval`` results file: each one's support change against the baseline
+    (Invisible Leash: problems solved by both, only by the baseline, only by the method, by neither)."""
+    from rlvr.evaluate.compare import correct_counts
+    from rlvr.evaluate.metrics import support_change
+
+    if any(len(g) != 1 for g in groups):
+        return
+    counts = [correct_counts(g[0]) for g in groups]
+    if any(c is None for c in counts):
+        return
+    for name, c, result in zip(names[1:], counts[1:], results):
+        s = support_change(counts[0], c)
+        result["support"] = s
+        print(f"support of {name} against {names[0]} over {s['shared']} shared problems: {s['preserved']} solved by "
+              f"both, {s['shrunk']} lost (solved only by {names[0]}), {s['expanded']} gained (only by {name}), "
+              f"{s['out_of_support']} by neither")
 
 
 DESCRIPTION = """\
@@ -130,7 +150,9 @@ Give a method several files with commas (seeds, tasks) and a name with NAME=.
 Scores: interquartile mean (IQM) of the run x task matrix; 95% intervals by a
 stratified bootstrap (within each task: runs and problems resampled, problems
 paired across methods by id); verdict from the interval of IQM(B) - IQM(A),
-plus the probability of improvement P(B > A).
+plus the probability of improvement P(B > A). When each method is one results
+file, it also prints the support change (Wu et al. 2025, "The Invisible Leash"):
+problems solved at least once by both, only by A (lost), only by B (gained).
 
 Example:
   rlvr compare base=runs/eval/base.results.json grpo=runs/eval/s0.results.json,runs/eval/s1.results.json

@@ -356,6 +356,20 @@ def load_run(path: str | Path) -> tuple[str, list[str] | None, np.ndarray]:
     return task, ids, arr
 
 
+def correct_counts(path: str | Path) -> dict[str, int] | None:
+    """Problem id -> correct samples, from an ``rlvr eval`` results file whose ``per_problem`` rows carry
+    ``num_correct`` (None for any other file: a simple scores file has no sample counts)."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = obj.get("per_problem") if isinstance(obj, dict) else None
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and "num_correct" in r
+                                                             and "id" in r for r in rows):
+            return None
+        return {str(r["id"]): int(r["num_correct"]) for r in rows}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError, ValueError):
+        return None
+
+
 def load_methods(groups: Sequence[Sequence[str | Path]]) -> list[dict[str, np.ndarray]]:
     """One ``{task: [runs, problems]}`` per method, from results files (one file per run: seeds, tasks).
 

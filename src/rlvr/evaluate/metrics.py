@@ -41,6 +41,10 @@ __all__ = [
     "compute_metrics",
     "breakdown",
     "METRICS",
+    "answer_entropy",
+    "support_change",
+    "calibration_metrics",
+    "expected_calibration_error",
 ]
 
 METRICS = ("pass@k", "maj@k", "avg@k")
@@ -280,3 +284,81 @@ def breakdown(correct: np.ndarray, extracted: Sequence[Sequence[str | None]], me
         sub = {m: a[idx] for m, a in per.items()}
         out[str(v)] = {"num_problems": int(len(idx)), **_summarise(sub, ks, n_resamples, confidence, seed)}
     return out
+
+
+# ------------------------------------------------------------------------ diagnostics (Invisible Leash; RLCR)
+def answer_entropy(extracted: Sequence[str | None]) -> float:
+    """The Shannon entropy, in bits, of one problem's empirical distribution of final answers.
+
+    Wu et al. 2025 ("The Invisible Leash: Why RLVR May Not Escape Its Origin") track answer-level entropy
+    ``H = -sum_a p(a) log2 p(a)`` over the n samples' answers (``p(a)``: the share of samples whose normalised
+    answer, the vote key, is ``a``; samples with no answer form one bucket of their own): 0 when every sample
+    gives the same answer, ``log2 n`` when all differ.  Its fall under RL is the precision gain; together with
+    :func:`support_change` it tells sharpening from new solutions.
+    """
+    n = len(extracted)
+    if n == 0:
+        return 0.0
+    counts: dict[Any, int] = {}
+    for a in extracted:
+        key = ("<no answer>",) if a is None else a
+        counts[key] = counts.get(key, 0) + 1
+    p = np.asarray(list(counts.values()), dtype=float) / n
+    return float(-(p * np.log2(p)).sum() + 0.0)
+
+
+def support_change(base: dict[str, int], trained: dict[str, int]) -> dict[str, Any]:
+    """How a trained policy's empirical support moved against the base's, over the problems both evaluated.
+
+    Wu et al. 2025 (Invisible Leash, Sec. 4): with ``c_i`` the correct samples of problem ``i`` (at the n each
+    was sampled), a problem is *preserved* when both solve it at least once, *shrunk* when only the base does
+    (support lost), *expanded* when only the trained policy does (new support), *out of support* when neither.
+    ``base`` / ``trained``: problem id -> number of correct samples.  Returns the four counts, their ids
+    (shrunk and expanded, sorted) and ``shared`` (problems in both).
+    """
+    shared = sorted(set(base) & set(trained))
+    kinds = {"preserved": [], "shrunk": [], "expanded": [], "out_of_support": []}
+    for pid in shared:
+        b, t = base[pid] > 0, trained[pid] > 0
+        kinds["preserved" if b and t else "shrunk" if b else "expanded" if t else "out_of_support"].append(pid)
+    return {"shared": len(shared), **{k: len(v) for k, v in kinds.items()},
+            "shrunk_ids": kinds["shrunk"], "expanded_ids": kinds["expanded"]}
+
+
+def calibration_metrics(confidences: Sequence[float | None], correct: Sequence[bool], *,
+                        bins: int = 10) -> dict[str, Any] | None:
+    """Calibration of the confidences a policy states (RLCR's evaluation), or None when none is stated.
+
+    Over the samples that state one confidence ``q`` in [0, 1] (see
+    :func:`rlvr.rewards.functions.calibration.stated_confidence`): the Brier score ``mean (q - c)^2`` and the
+    expected calibration error ``ECE = sum_b |B_b|/N * |acc(B_b) - conf(B_b)|`` over ``bins`` equal-width bins
+    (Guo et al. 2017; Damani et al. 2025, "Beyond Binary Rewards", Sec. 5), with ``stated_fraction`` (the share
+    of all samples that state one) and ``accuracy_stated`` / ``mean_confidence`` over the stated ones.
+    """
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    pairs = [(float(q), float(bool(c))) for q, c in zip(confidences, correct) if q is not None]
+    if not pairs:
+        return None
+    q = np.asarray([p[0] for p in pairs])
+    y = np.asarray([p[1] for p in pairs])
+    ece = expected_calibration_error(q, y, bins)
+    return {"num_stated": len(pairs), "stated_fraction": len(pairs) / max(1, len(confidences)),
+            "brier": float(((q - y) ** 2).mean()), "ece": float(ece), "bins": bins,
+            "accuracy_stated": float(y.mean()), "mean_confidence": float(q.mean())}
+
+
+def expected_calibration_error(probs: Sequence[float], labels: Sequence[float], bins: int = 10) -> float:
+    """ECE (Naeini et al. 2015; Guo et al. 2017): ``sum_b |B_b|/N * |mean(label in b) - mean(prob in b)|`` over
+    ``bins`` equal-width bins of [0, 1] (the last bin closed).  NaN for no data."""
+    p = np.asarray(probs, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    if len(p) == 0:
+        return math.nan
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    ece = 0.0
+    for b in range(bins):
+        sel = idx == b
+        if sel.any():
+            ece += sel.mean() * abs(y[sel].mean() - p[sel].mean())
+    return float(ece)

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rlvr.evaluate.metrics import breakdown, compute_metrics
+from rlvr.evaluate.metrics import answer_entropy, breakdown, calibration_metrics, compute_metrics
 
 __all__ = ["build_results", "write_report", "plot_curves", "plot_groups", "render_html", "BREAKDOWN_FIELDS"]
 
@@ -102,11 +102,12 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
 
     labels, ok = vote_labels(scored.extracted, correct)
     maj_n = maj_at_k(labels, ok, [n])[:, 0]
+    entropies = [answer_entropy(row) for row in scored.extracted]
     per_problem = []
     all_failures: Counter = Counter()
     for i in range(P):
         row = {"id": scored.ids[i], "accuracy": float(correct[i].mean()), "num_correct": int(correct[i].sum()),
-               "n": int(n), "maj": float(maj_n[i])}
+               "n": int(n), "maj": float(maj_n[i]), "answer_entropy": entropies[i]}
         for field in BREAKDOWN_FIELDS:
             if scored.metadata[i].get(field) is not None:
                 row[field] = scored.metadata[i][field]
@@ -130,6 +131,7 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
         "tokens": {"mean": float(tokens.mean()), "median": float(np.median(tokens)), "max": int(tokens.max()),
                    "truncated_fraction": float(np.asarray(scored.truncated, dtype=bool).mean()),
                    "no_answer_fraction": float(no_answer.mean())},
+        "diagnostics": _diagnostics(records, scored, correct, entropies),
         "per_problem": per_problem,
         "failure_reasons": dict(all_failures.most_common()),
         "examples": _examples(records, scored, examples),
@@ -137,6 +139,19 @@ def build_results(header, records: Sequence, scored, *, ks: Sequence[int] | None
     if extra:
         out.update(extra)
     return out
+
+
+def _diagnostics(records, scored, correct: np.ndarray, entropies: list[float]) -> dict[str, Any]:
+    """Answer-level entropy and distinct answers per problem (Invisible Leash) and, when the completions state a
+    ``<confidence>``, the policy's calibration (RLCR's ECE and Brier score)."""
+    from rlvr.rewards.functions.calibration import stated_confidence
+
+    distinct = [len({("<no answer>",) if a is None else a for a in row}) for row in scored.extracted]
+    confidences = [stated_confidence(str(s.get("text", ""))) for rec in records for s in rec.samples]
+    flat = [bool(c) for i, rec in enumerate(records) for c in correct[i][:len(rec.samples)]]
+    return {"answer_entropy_bits": float(np.mean(entropies)) if entropies else 0.0,
+            "distinct_answers": float(np.mean(distinct)) if distinct else 0.0,
+            "calibration": calibration_metrics(confidences, flat)}
 
 
 # ----------------------------------------------------------------------------- plots

@@ -38,6 +38,8 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from rlvr.evaluate.metrics import expected_calibration_error
+
 from rlvr.config import ConfigModel, option
 from rlvr.models.lora import LoraSettings
 from rlvr.recipes.config import TaskConfig
@@ -120,22 +122,6 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
         i = j + 1
     u = ranks[y].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
-
-
-def expected_calibration_error(probs: Sequence[float], labels: Sequence[float], bins: int = 10) -> float:
-    """ECE (Naeini et al. 2015; Guo et al. 2017): ``sum_b |B_b|/N * |mean(label in b) - mean(prob in b)|`` over
-    ``bins`` equal-width bins of [0, 1] (the last bin closed).  NaN for no data."""
-    p = np.asarray(probs, dtype=float)
-    y = np.asarray(labels, dtype=float)
-    if len(p) == 0:
-        return math.nan
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    ece = 0.0
-    for b in range(bins):
-        sel = idx == b
-        if sel.any():
-            ece += sel.mean() * abs(y[sel].mean() - p[sel].mean())
-    return float(ece)
 
 
 def binary_metrics(probs: Sequence[float], labels: Sequence[float], bins: int = 10) -> dict[str, float]:

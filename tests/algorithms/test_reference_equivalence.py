@@ -115,6 +115,22 @@ def ref_passk(r, k=2, **_):
     return torch.tensor(out)
 
 
+def ref_maxk(r, k=2, **_):
+    """max@k (PKPO, Walder and Karkhanis 2025; The Best of N Worlds, Bagirov et al. 2025), by its definition:
+    s_i = mean over the size-k subsets S of the group of 1[i in S] max_S r; b_i = (k / n) x the mean max over the
+    size-k subsets of the other n - 1; A_i = (n / k) (s_i - b_i)."""
+    out = []
+    for g in _groups(r).tolist():
+        subsets = list(itertools.combinations(range(G), k))
+        for i in range(G):
+            s = sum(max(g[j] for j in S) for S in subsets if i in S) / len(subsets)
+            others = [x for j, x in enumerate(g) if j != i]
+            sub_o = list(itertools.combinations(range(G - 1), k))
+            b = k / G * sum(max(others[j] for j in S) for S in sub_o) / len(sub_o)
+            out.append(G / k * (s - b))
+    return torch.tensor(out)
+
+
 def ref_psr(r, **_):
     """PSR (Zhu et al. 2025, Eq. 4): A_i = 1[correct]."""
     return (r > 0.5).float()
@@ -189,6 +205,7 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "reinforce_pp": ([], ref_reinforce_pp),
     "reinforce_pp_baseline": ([], ref_reinforce_pp_baseline),
     "passk": (["algorithm.advantage_params={k: 2}"], ref_passk),
+    "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
     "psr": ([], ref_psr),
     "nsr": ([], ref_nsr),
     "w_reinforce": ([], ref_w_reinforce),

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from rlvr.algorithms.gae import GAEParams
+from rlvr.algorithms.maxk import maxk_advantages
 from rlvr.registry import Registry, params_from_signature
 
 __all__ = [
@@ -460,6 +461,17 @@ def _check_passk(params: dict, group_size: int, **_) -> None:
 
 
 _A.add("passk", passk_advantages, check=_check_passk)
+
+
+def _check_maxk(params: dict, group_size: int, **_) -> None:
+    k = params["k"]
+    if k > group_size - 1:
+        raise ValueError(f"k={k} needs at least k + 1 samples per group (a leave-one-out baseline): "
+                         f"rollout.group_size={group_size}")
+
+
+_A.add("maxk", maxk_advantages, check=_check_maxk,
+       doc="max@k (continuous pass@k; PKPO, Best of N Worlds): unbiased gradient weights, leave-one-out baseline")
 _A.add("psr", psr_advantages)
 _A.add("nsr", nsr_advantages)
 _A.add("w_reinforce", w_reinforce_advantages)

@@ -131,6 +131,21 @@ def ref_maxk(r, k=2, **_):
     return torch.tensor(out)
 
 
+def ref_dgpo(r, temperature=2.0, **_):
+    """DGPO (Dai et al. 2026, MathForge release): A = G (r - mean) / (sum |r - mean| + 1e-4) per group (DGAE), times
+    M softmax(-mean / temperature) over the M groups with a spread (DQW); 0 for groups without one."""
+    groups = _groups(r).tolist()
+    spread = [len(set(g)) > 1 for g in groups]
+    means = [sum(g) / G for g in groups]
+    z = [math.exp(-m / temperature) for m, s in zip(means, spread) if s]
+    out = []
+    for g, m, s in zip(groups, means, spread):
+        w = sum(spread) * math.exp(-m / temperature) / sum(z) if s else 1.0
+        ext = sum(abs(x - m) for x in g)
+        out += [w * G * (x - m) / (ext + 1e-4) if s else 0.0 for x in g]
+    return torch.tensor(out)
+
+
 def ref_psr(r, **_):
     """PSR (Zhu et al. 2025, Eq. 4): A_i = 1[correct]."""
     return (r > 0.5).float()
@@ -206,6 +221,7 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "reinforce_pp_baseline": ([], ref_reinforce_pp_baseline),
     "passk": (["algorithm.advantage_params={k: 2}"], ref_passk),
     "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
+    "dgpo": ([], ref_dgpo),
     "psr": ([], ref_psr),
     "nsr": ([], ref_nsr),
     "w_reinforce": ([], ref_w_reinforce),

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from rlvr.algorithms.dgpo import dgpo_advantages
 from rlvr.algorithms.gae import GAEParams
 from rlvr.algorithms.maxk import maxk_advantages
 from rlvr.registry import Registry, params_from_signature
@@ -472,6 +473,8 @@ def _check_maxk(params: dict, group_size: int, **_) -> None:
 
 _A.add("maxk", maxk_advantages, check=_check_maxk,
        doc="max@k (continuous pass@k; PKPO, Best of N Worlds): unbiased gradient weights, leave-one-out baseline")
+_A.add("dgpo", dgpo_advantages, doc="DGPO (MathForge): mean-absolute-deviation scaling (DGAE) and softmax "
+                                     "question weights favouring harder questions (DQW)")
 _A.add("psr", psr_advantages)
 _A.add("nsr", nsr_advantages)
 _A.add("w_reinforce", w_reinforce_advantages)

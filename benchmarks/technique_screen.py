@@ -1,0 +1,108 @@
+"""A screen of the literature's techniques on the demo: each named option over the same seeds as the default.
+
+Each arm is ``rlvr train configs/arithmetic_grpo.yaml --seeds S`` with the same shortened schedule, plus the
+arm's overrides (the default arm has none); its seed sweep goes to ``<root>/<arm>/seed-<s>/``.  Arms already
+trained are resumed or skipped (``rlvr train --seeds`` resumes finished and interrupted seeds), so the screen
+can be stopped and continued, and a later arm added to an earlier screen.  When every arm has run, the table of
+``benchmarks/remedy_screen.py`` is printed for them: per seed and per arm, the final held-out accuracy
+(greedy and the other evaluation keys), the largest fall of the held-out curve, the mean token entropy of the
+last steps and the time per step; per arm, the difference from the default with ``rlvr compare``'s two-level
+bootstrap interval and its exact permutation test over seeds.
+
+    python benchmarks/technique_screen.py --root runs/screen --seeds 0-1 --steps 20 --arms default,unlikeliness,maxk
+    python benchmarks/technique_screen.py --list          # the named arms and their overrides
+    python benchmarks/technique_screen.py --dry-run ...   # print the commands only
+
+No technique has to win: with 2 seeds per arm the permutation test's smallest p is 1/3, so a screen ranks arms
+and says which effects its intervals resolve; it is not a confirmation.  Time per step is comparable only
+between arms run under the same load (run the screen alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from remedy_screen import format_screen, parse_seeds, plot_screen, screen  # noqa: E402
+
+CONFIG = "configs/arithmetic_grpo.yaml"
+
+ARMS: dict[str, list[str]] = {
+    "default": [],
+    # rewards
+    "unlikeliness": ["reward.functions=[verifier, {kind: unlikeliness, weight: 0.25}]"],
+    # credit
+    "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
+    "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],
+    "dgpo": ["algorithm.advantage=dgpo"],
+    "rloo": ["algorithm.advantage=rloo"],
+    # policy losses: both act only from a second optimizer step on a batch, so each arm takes 2 mini-batches,
+    # and "minibatch2" is their baseline (the default loss with the same 2 mini-batches)
+    "minibatch2": ["algorithm.mini_batches=2"],
+    "cispo": ["algorithm.policy_loss=cispo", "algorithm.mini_batches=2"],
+    "sapo": ["algorithm.policy_loss=sapo", "algorithm.mini_batches=2"],
+}
+"""Arm name -> its overrides of the demo config (add a technique here to screen it)."""
+
+
+def commands(root: Path, arms: list[str], seeds: str, steps: int, eval_every: int, threads: int) -> list[list[str]]:
+    out = []
+    for arm in arms:
+        out.append([sys.executable, "-m", "rlvr.cli", "train", CONFIG, "--seeds", seeds,
+                    f"train.output_dir={root / arm}", f"train.steps={steps}", f"eval.every={eval_every}",
+                    f"train.threads={threads}", "eval.before_training=false", "eval.extra_temperatures=[]",
+                    *ARMS[arm]])
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", type=Path, default=Path("runs/screen"), help="where each arm's seed sweep goes")
+    ap.add_argument("--arms", default="default", help=f"comma-separated arm names (the first is the baseline); "
+                                                       f"known: {', '.join(ARMS)}")
+    ap.add_argument("--seeds", default="0-1", help="seeds of every arm (default 0-1)")
+    ap.add_argument("--steps", type=int, default=20, help="training steps of every arm (default 20)")
+    ap.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps (default 10)")
+    ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="train.threads")
+    ap.add_argument("--json", type=Path, help="also write the numbers as JSON")
+    ap.add_argument("--plot", type=Path, help="also draw every arm's held-out curves over the baseline's (PNG)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--list", action="store_true", help="print the known arms and their overrides")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, ov in ARMS.items():
+            print(f"{name}: {' '.join(shlex.quote(o) for o in ov) or '(the demo config as it is)'}")
+        return 0
+    arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        print(f"technique_screen: unknown arm(s) {unknown}; known: {', '.join(ARMS)}", file=sys.stderr)
+        return 2
+    for cmd in commands(args.root, arms, args.seeds, args.steps, args.eval_every, args.threads):
+        print("$ " + " ".join(shlex.quote(c) for c in cmd[2:]), flush=True)
+        if not args.dry_run:
+            done = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+            if done.returncode != 0:
+                print(f"technique_screen: {cmd[5]} failed (exit {done.returncode})", file=sys.stderr)
+                return done.returncode
+    if args.dry_run:
+        return 0
+    result = screen([args.root / a for a in arms], parse_seeds(args.seeds))
+    print("\n".join(format_screen(result)))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    if args.plot:
+        plot_screen(result, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

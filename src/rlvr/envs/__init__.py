@@ -2,7 +2,7 @@
 
 Importing this package registers the built-in environments in :data:`ENVIRONMENTS`:
 ``single_turn`` (a task plus ``reward.verifier``, the default), ``tools`` (calculator /
-sandboxed Python tool use), ``retry`` ("try again" feedback) and ``code_feedback`` (a failing function
+sandboxed Python tool use), ``search`` (BM25 retrieval over a local corpus), ``retry`` ("try again" feedback) and ``code_feedback`` (a failing function
 is answered with the failing test or error).  Procedural tasks
 (reasoning-gym datasets) are tasks (``task.name=reasoning_gym``) scored by their own
 verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
@@ -11,6 +11,7 @@ verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
 from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment, multi_turn,
                             EnvTraits, environment_traits)
 from rlvr.envs import code_feedback as _code, retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402,E501 (register)
+from rlvr.envs import retrieval as _retrieval  # noqa: F401,E402 (registers env.name=search)
 from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 

@@ -92,12 +92,16 @@ def _check_tools(params: dict, **_) -> None:
     unknown = [t for t in params.get("tools") or () if t not in BUILTIN_TOOLS]
     if unknown:
         raise ValueError(f"unknown tool(s) {unknown}; built in: {', '.join(BUILTIN_TOOLS)}")
+    if "search" in (params.get("tools") or ()):
+        from rlvr.envs.retrieval import require_bm25s_value_error
+
+        require_bm25s_value_error()
     if params.get("max_turns", 1) < 1:
         raise ValueError("max_turns must be >= 1")
 
 
 @ENVIRONMENTS.register("tools", tags={"multi_turn"}, check=_check_tools,
-                       doc="tool use: calls to tools (calculator, python) answered until a final answer, which "
+                       doc="tool use: calls to tools (calculator, python, search) answered until a final answer, which "
                            "reward.verifier scores; params tools, max_turns, observation, example")
 def tools_env(verifier, tokenizer, *, tools: list[str] = ("calculator",), max_turns: int = 4,
               max_total_tokens: int = 0, tool_timeout: float = 10.0, system_prompt: str | None = CALCULATOR_SYSTEM,

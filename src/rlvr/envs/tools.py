@@ -14,8 +14,9 @@ protocols, both parsed by :func:`parse_tool_call`:
   ``<calculator>123 * 45</calculator>``.
 
 Built in: :func:`calculator` (exact integer/rational arithmetic on a parsed AST;
-nothing is ``eval``-ed) and :func:`python_tool` (a program run in rlvr's code
-sandbox, the same isolation and limits as the ``code_*`` verifiers).
+nothing is ``eval``-ed), :func:`python_tool` (a program run in rlvr's code
+sandbox, the same isolation and limits as the ``code_*`` verifiers) and ``search``
+(BM25 over a local corpus, :mod:`rlvr.envs.retrieval`).
 
 Errors are observations, never exceptions: an unknown tool, bad arguments,
 unparseable JSON, a tool that raises or one that exceeds its time limit each
@@ -241,8 +242,17 @@ def python_tool(code: str) -> str:
     return f"{out}error ({status}): {tail}"[-2000:]
 
 
+def _search_tool() -> Tool:
+    """BM25 search over the shipped encyclopedia, default options (``env.name=search`` sets k, passage length and
+    corpus); needs ``pip install 'rlvr[search]'``."""
+    from rlvr.envs.retrieval import search_tool
+
+    return search_tool()
+
+
 BUILTIN_TOOLS: dict[str, Callable[[], Tool]] = {
     "calculator": lambda: Tool(calculator),
     "python": lambda: Tool(python_tool, name="python"),
+    "search": lambda: _search_tool(),
 }
 """Tools an environment can name in its ``tools`` option."""

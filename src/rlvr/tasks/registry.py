@@ -204,3 +204,26 @@ def multiply_solution(a: int, b: int) -> str:
 
 
 from rlvr.tasks import visual as _visual  # noqa: E402,F401  (registers the drawn visual task)
+
+
+def _check_search_qa(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:
+    from rlvr.tasks.search_qa import check_search_qa
+
+    check_search_qa(params, num_heldout=num_heldout)
+
+
+@TASKS.register("search_qa", check=_check_search_qa,
+                doc="questions about a shipped fictional encyclopedia (answer: a number or a name), answerable only "
+                    "by reading it: use with env.name=search and reward.verifier=math; held-out questions are about "
+                    "entries no training question is about; task.params {num_train, answers, template, corpus}")
+def search_qa_task(num_train: NonNegativeInt = 2000, num_heldout: NonNegativeInt = 256, seed: int = 0,
+                   answers: Literal["all", "number", "name"] = "all",
+                   template: str = "{question} Put the final answer in \\boxed{{}}.",
+                   corpus: str | None = None) -> Split:
+    """``num_train``: training questions; ``answers``: which questions (all, number or name answers);
+    ``template``: the prompt, a format string with ``{question}``; ``corpus``: a corpus file in the shipped
+    format (default: the shipped one)."""
+    from rlvr.tasks.search_qa import search_qa_split
+
+    return search_qa_split(num_train=num_train, num_heldout=num_heldout, seed=seed, answers=answers,
+                           template=template, corpus=corpus)

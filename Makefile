@@ -18,11 +18,12 @@ OLDEST_PY := $(OLDEST_VENV)/bin/python
 OLDEST_STAMP := $(OLDEST_VENV)/.rlvr-installed
 OLDEST_TESTS ?= tests/engines tests/learner tests/integration/test_train.py
 
-.PHONY: demo demo-tools demo-code demo-code-feedback demo-distill test test-slow test-all test-oldest docs bench clean-venv help
+.PHONY: demo demo-tools demo-search demo-code demo-code-feedback demo-distill test test-slow test-all test-oldest docs bench clean-venv help
 
 help:
 	@echo "make demo       train SmolLM2-135M-Instruct with GRPO on arithmetic (CPU: 12-14 min with native bf16, about 1 h without) and report held-out accuracy"
 	@echo "make demo-tools train the same model to use a calculator tool on 3-digit x 2-digit products (CPU, ~30 min)"
+	@echo "make demo-search train the same model to answer questions about a fictional encyclopedia with a BM25 search tool (CPU)"
 	@echo "make demo-code  train the same model to write small Python functions checked by hidden unit tests (CPU)"
 	@echo "make demo-code-feedback  the same task with execution feedback: a failing test shown, up to 3 attempts (CPU)"
 	@echo "make demo-distill  on-policy distillation of the demo's task from a teacher: ARGS=distill.teacher=PATH (CPU, 10 steps)"
@@ -47,6 +48,9 @@ demo: $(STAMP)
 
 demo-tools: $(STAMP)
 	$(VENV)/bin/rlvr train configs/calculator_tools.yaml $(ARGS)
+
+demo-search: $(STAMP)
+	$(VENV)/bin/rlvr train configs/search.yaml $(ARGS)
 
 demo-code: $(STAMP)
 	$(VENV)/bin/rlvr train configs/code_grpo.yaml $(ARGS)

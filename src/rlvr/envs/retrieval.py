@@ -15,6 +15,7 @@ gzip-compressed) whose rows have ``title`` and ``text``.  ``pip install 'rlvr[se
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import partial
 from typing import Annotated, Literal
@@ -48,6 +49,7 @@ class BM25Index:
         if not passages:
             raise ValueError("a search index needs at least one passage")
         bm25s = require_bm25s()
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG line is noise in a run's log
         self.passages = list(passages)
         self._bm25s = bm25s
         self.retriever = bm25s.BM25(k1=k1, b=b)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_FILES = ["aime24_test.jsonl.gz", "amc23_test.jsonl.gz", "gsm8k_test.jsonl.gz", "gsm8k_train.jsonl.gz",
-              "math500_test.jsonl.gz"]
-ROWS = {"aime24_test.jsonl.gz": 30, "amc23_test.jsonl.gz": 40, "gsm8k_test.jsonl.gz": 1319,
+              "math500_test.jsonl.gz", "search_corpus.jsonl.gz"]
+ROWS = {"search_corpus.jsonl.gz": 1250, "aime24_test.jsonl.gz": 30, "amc23_test.jsonl.gz": 40, "gsm8k_test.jsonl.gz": 1319,
         "gsm8k_train.jsonl.gz": 7473, "math500_test.jsonl.gz": 500}
 
 

@@ -171,7 +171,7 @@ def data_dir(monkeypatch) -> Path:
 def test_packaged_data_is_the_documented_gzip_files(data_dir):
     names = sorted(p.name for p in data_dir.iterdir() if p.name != "__pycache__")
     assert names == ["README.md", "aime24_test.jsonl.gz", "amc23_test.jsonl.gz", "gsm8k_test.jsonl.gz",
-                     "gsm8k_train.jsonl.gz", "math500_test.jsonl.gz"]
+                     "gsm8k_train.jsonl.gz", "math500_test.jsonl.gz", "search_corpus.jsonl.gz"]
     readme = (data_dir / "README.md").read_text()
     for name in names[1:]:
         assert name in readme  # every file has its provenance and licence

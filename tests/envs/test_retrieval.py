@@ -159,3 +159,25 @@ def test_the_search_environment_runs_in_the_recipe(tmp_path, tiny_tokenizer):
     assert 0 <= rows[0]["env/tool_call_rate"] <= 1
     for when in ("eval_before", "eval_after"):
         assert "tool_call_rate" in summary[when]["greedy"]["episodes"]
+
+
+def test_the_documented_commands_load():
+    """Every `rlvr train` line of docs/environments.md's search section is a config that loads."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "environments.md").read_text()
+    section = text.split("\n## Search: retrieval over a local corpus\n", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.split(" #", 1)[0].strip() for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+             for ln in block.splitlines()]
+    commands = [shlex.split(ln)[2:] for ln in lines if ln.startswith("rlvr train")]
+    assert len(commands) == 3
+    for args in commands:
+        path = str(root / args[0]) if args and args[0].endswith(".yaml") else None
+        cfg = load_config(RunConfig, path, args[1:] if path else args)
+        assert cfg.env.name in ("search", "tools")

@@ -140,7 +140,6 @@ def test_bad_options_fail_at_load(tmp_path, monkeypatch):
             load_config(RunConfig, None, over)
 
 
-@pytest.mark.slow  # about 40 s on one shared CPU core
 def test_the_search_environment_runs_in_the_recipe(tmp_path, tiny_tokenizer):
     """One step and a before/after evaluation on the tiny model, the task and environment from the config."""
     from conftest import make_model, tiny_run_config
@@ -158,7 +157,9 @@ def test_the_search_environment_runs_in_the_recipe(tmp_path, tiny_tokenizer):
     assert [r["step"] for r in rows] == [1]
     assert 0 <= rows[0]["env/tool_call_rate"] <= 1
     for when in ("eval_before", "eval_after"):
-        assert "tool_call_rate" in summary[when]["greedy"]["episodes"]
+        greedy = summary[when]["greedy"]
+        assert "tool_call_rate" in greedy["episodes"] and greedy["n"] == 2
+        assert all(ex["id"].startswith("search-heldout-") for ex in greedy["examples"])
 
 
 def test_the_documented_commands_load():

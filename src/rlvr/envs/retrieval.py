@@ -61,9 +61,11 @@ class BM25Index:
         words = self._bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
         if not words:
             return []
-        scores = self.retriever.get_scores(words)
-        order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))[:k]
-        return [(i, float(scores[i])) for i in order if scores[i] > 0]
+        import numpy as np
+
+        scores = np.asarray(self.retriever.get_scores(words))
+        order = np.argsort(-scores, kind="stable")[:k]  # ties: the earlier passage first
+        return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
 
 
 _INDEXES: dict[str, BM25Index] = {}

@@ -133,6 +133,8 @@ def test_bad_options_fail_at_load(tmp_path, monkeypatch):
     bad_corpus.write_text('{"name": "x"}\n')
     with pytest.raises(ValueError, match="needs string fields 'title' and 'text'"):
         build_environment("search", None, None, corpus=str(bad_corpus))
+    with pytest.raises(ValueError, match=r"env.params: .*bad.jsonl:1: a corpus row needs string fields"):
+        load_config(RunConfig, None, base + [f"env.params={{corpus: {bad_corpus}}}"])
     # without bm25s: one line naming the pip command, at load, for env.name=search and for tools=[search]
     monkeypatch.setitem(sys.modules, "bm25s", None)
     for over in (base, ["env.name=tools", "env.params={tools: [search]}"]):

@@ -110,3 +110,35 @@ def test_the_task_is_registered_and_bad_options_fail_at_load():
                      ("task.params={num_train: -1}", "task.params.num_train")]:
         with pytest.raises(ValueError, match=re.escape(msg)):
             load_config(RunConfig, None, base + [bad])
+
+
+def test_a_corpus_of_ones_own_is_checked(tmp_path):
+    from rlvr.config import load_config
+    from rlvr.recipes.config import RunConfig
+
+    base = ["task.name=search_qa", "env.name=search", "reward.verifier=math"]
+    no_facts = tmp_path / "no_facts.jsonl"
+    no_facts.write_text('{"id": "t1", "kind": "town", "title": "Amber", "text": "Amber is a town."}\n')
+    not_json = tmp_path / "not_json.jsonl"
+    not_json.write_text('{"title": "x", "text": "y"}\nnot json\n')
+    for corpus, msg in [(tmp_path / "none.jsonl", "is not a file"), (no_facts, "needs facts 'name' and 'founded'"),
+                        (not_json, "not_json.jsonl:2: not a JSON object")]:
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            load_config(RunConfig, None, base + [f"task.params={{corpus: {corpus}}}"])
+    # a corpus in the shipped format (here a small generated one) makes a task of its own
+    small = tmp_path / "small.jsonl.gz"
+    small.write_bytes(corpus_bytes(generate_corpus(7, towns=10, rivers=3, people=10, inventions=5)))
+    train, held = search_qa_split(num_train=20, num_heldout=4, corpus=str(small))
+    titles = {r["title"] for r in load_corpus(small)}
+    assert len(train) == 20 and len(held) == 4 and all(any(t in p.prompt for t in titles) for p in train + held)
+
+
+def test_the_math_verifier_scores_numbers_and_names_as_the_task_needs():
+    from rlvr.verifiers import get_verifier
+
+    math = get_verifier("math")
+    assert math("The answer is \\boxed{1733}.", "1733").score == 1.0
+    assert math("\\boxed{1618-1674}", "1618").score == 0.0
+    assert math("\\boxed{trardrarn}", "Trardrarn").score == 1.0  # names: case-insensitive
+    assert math("\\boxed{Trardrarna}", "Trardrarn").score == 0.0  # a near-twin is wrong
+    assert math("\\boxed{Vale Orrin}", "Orrin Vale").score == 0.0

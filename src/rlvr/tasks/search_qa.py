@@ -197,14 +197,20 @@ def corpus_bytes(rows: list[dict[str, Any]]) -> bytes:
 @lru_cache(maxsize=4)
 def _load(path: str) -> tuple[dict[str, Any], ...]:
     p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"corpus {str(p)!r} is not a file")
     opener = gzip.open if p.suffix == ".gz" else open
     rows = []
     with opener(p, "rt", encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if not isinstance(row.get("title"), str) or not isinstance(row.get("text"), str):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{p}:{n}: not a JSON object ({e.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("title"), str) \
+                    or not isinstance(row.get("text"), str):
                 raise ValueError(f"{p}:{n}: a corpus row needs string fields 'title' and 'text'")
             rows.append(row)
     if not rows:
@@ -248,7 +254,10 @@ def corpus_questions(rows: list[dict[str, Any]], answers: AnswerKind = "all") ->
         for fact, template, kind in _QUESTIONS.get(row.get("kind"), ()):
             if answers != "all" and kind != answers:
                 continue
-            facts = row["facts"]
+            facts = row.get("facts") or {}
+            if "name" not in facts or fact not in facts:
+                raise ValueError(f"corpus row {row.get('id', row['title'])!r} (kind {row['kind']}) needs facts "
+                                 f"'name' and {fact!r} for its questions")
             question = template.format(name=facts["name"])
             answer = str(facts[fact])
             if answer_leaks(question, answer):

@@ -12,6 +12,7 @@ from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Rep
                             EnvTraits, environment_traits)
 from rlvr.envs import code_feedback as _code, retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402,E501 (register)
 from rlvr.envs import retrieval as _retrieval  # noqa: F401,E402 (registers env.name=search)
+from rlvr.envs import openenv_env as _openenv, verifiers_env as _verifiers  # noqa: F401,E402 (register; their packages load lazily)
 from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 

@@ -227,4 +227,6 @@ def search_qa_task(num_train: NonNegativeInt = 2000, num_heldout: NonNegativeInt
 
     return search_qa_split(num_train=num_train, num_heldout=num_heldout, seed=seed, answers=answers,
                            template=template, corpus=corpus)
+
+
 from rlvr.tasks import verifiers_taskset as _vf_tasks, openenv_seeds as _openenv_tasks  # noqa: E402,F401  (register)

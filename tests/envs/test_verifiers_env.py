@@ -95,7 +95,6 @@ def test_refusals_and_bad_input():
     # a failing rubric ends the episode with reward 0 and the error as the reason (the runner's guard)
     q = _problems("rlvr_test_vf_add")[0][0]
     state = env.reset(q)
-    state.problem = q
     broken = VerifiersEnvironment(max_turns=1, max_total_tokens=0, workers=1)
     from rlvr.tasks.verifiers_taskset import load_vf_env
 
@@ -118,8 +117,30 @@ def test_config_errors_at_load(tmp_path, monkeypatch):
         tiny_run_config(tmp_path, "task.name=verifiers", "task.params={taskset: no_such_taskset}",
                         "env.name=verifiers")
     assert "\n" not in str(e.value).strip()
+    with pytest.raises(ValueError, match="verifiers taskset 'rlvr_test_vf_add' / env 'no_such_env'.*not found"):
+        tiny_run_config(tmp_path, "task.name=verifiers", "task.params={taskset: rlvr_test_vf_add, env: no_such_env}")
     with pytest.raises(ValueError, match="set task.name=verifiers"):
         tiny_run_config(tmp_path, "env.name=verifiers")
+    # a taskset that serves tools (MCP toolsets) needs tool servers and a harness: refused
+    (tmp_path / "rlvr_test_vf_tools.py").write_text(
+        "import verifiers.v1 as vf\n"
+        "from rlvr_test_vf_add import AddConfig, AddTask, AddTaskset\n"
+        "class ToolTaskset(AddTaskset):\n"
+        "    @classmethod\n"
+        "    def toolsets(cls, config):\n"
+        "        return []\n"
+        "__all__ = ['ToolTaskset']\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="serves tools or needs a container"):
+        tiny_run_config(tmp_path, "task.name=verifiers", "task.params={taskset: rlvr_test_vf_tools}",
+                        "env.name=verifiers")
+    # the number of turns is read from env.params (1: a single-turn episode, the runner's multi-turn rules off)
+    cfg = tiny_run_config(tmp_path, "task.name=verifiers", "task.params={taskset: rlvr_test_vf_twoturn}",
+                          "env.name=verifiers", "env.params={max_turns: 2}")
+    from rlvr.envs import environment_traits
+
+    assert environment_traits("verifiers", cfg.env.params).multi_turn
+    assert not environment_traits("verifiers", {}).multi_turn
     with pytest.raises(ValueError, match="num_tasks"):
         tiny_run_config(tmp_path, "task.name=verifiers",
                         "task.params={taskset: rlvr_test_vf_add, taskset_args: {num_tasks: many}}")

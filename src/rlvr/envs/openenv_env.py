@@ -156,7 +156,7 @@ def _check(params: dict, *, task_options: dict | None = None, **_) -> None:
         raise ValueError("connect_timeout_s and message_timeout_s must be > 0")
 
 
-@ENVIRONMENTS.register("openenv", tags={"multi_turn"}, check=_check,
+@ENVIRONMENTS.register("openenv", check=_check,
                        doc="episodes against an OpenEnv environment server at base_url (pip install "
                            "'rlvr[openenv]'): each turn is an action {action_field: text}, each observation the "
                            "next user message, rewards and done from the server; with task.name=openenv")

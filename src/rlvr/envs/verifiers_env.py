@@ -236,7 +236,7 @@ class VerifiersEnvironment(Environment):
             run.cancel()
         if kind != "turn":
             raise _Refused("the verifiers program ended before the policy's first turn")
-        return EpisodeState(problem, [dict(m) for m in value], data={"turns_asked": 0})
+        return EpisodeState(problem, [dict(m) for m in value])
 
     def step(self, state: EpisodeState, text: str) -> Reply:
         run = state.data.get("run")
@@ -311,7 +311,7 @@ def _base_toolsets(kind: str):
     return getattr(vf, kind).toolsets.__func__
 
 
-@ENVIRONMENTS.register("verifiers", tags={"multi_turn"}, check=_check,
+@ENVIRONMENTS.register("verifiers", check=_check,
                        doc="a verifiers 0.4 taskset's Env program played by the policy, scored by its tasks' "
                            "@vf.reward functions (pip install 'rlvr[verifiers]'); with task.name=verifiers; "
                            "params max_turns, max_total_tokens, workers")

@@ -2,7 +2,8 @@
 
 The server (an OpenEnv ``Environment`` behind ``openenv.core.env_server.create_app``, local or remote)
 is reached at ``base_url`` with OpenEnv's own client, ``openenv.core.GenericEnvClient`` (one websocket
-session per episode; the server's ``max_concurrent_envs`` must allow ``workers`` of them).  The
+session per open episode, so the server's ``max_concurrent_envs`` must allow ``train.prompts_per_step x
+rollout.group_size`` of them, and its Environment must set ``SUPPORTS_CONCURRENT_SESSIONS``).  The
 problems are reset seeds (``task.name=openenv``):
 
 * ``reset``: ``client.reset(seed=..., **reset_args)``; the first observation becomes the first user

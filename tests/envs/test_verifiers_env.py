@@ -158,10 +158,12 @@ def test_config_errors_at_load(tmp_path, monkeypatch):
 def test_two_step_train_run(tmp_path, tiny_tokenizer, taskset, turns):
     cfg = tiny_run_config(tmp_path, "train.steps=2", "task.name=verifiers", f"task.params={{taskset: {taskset}}}",
                           "task.num_heldout=1", "env.name=verifiers", f"env.params={{max_turns: {turns}}}",
-                          "rollout.max_new_tokens=4")
+                          "rollout.max_new_tokens=4",
+                          "eval.after_training=true", "eval.num_problems=1", "eval.max_new_tokens=4")
     summary = train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer)
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2] and summary["output_dir"] == str(tmp_path)
     key = "env/vf/correct" if turns == 1 else "env/vf/both"
     assert all(key in r and 0 <= r[key] <= 1 for r in rows)
     assert all(r["env/turns"] == turns for r in rows)
+    assert 0 <= summary["eval_after"]["greedy"]["accuracy"] <= 1  # held-out episodes played the same program

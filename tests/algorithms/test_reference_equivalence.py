@@ -740,3 +740,28 @@ def test_luffy_demonstration_with_a_kl_term_through_the_recipe_matches_its_paper
     assert float((kl_reference(logp, ref_logp, "k3") * m)[3].sum()) > 1e-3  # a KL on the demo would move the loss
     assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
     assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))
+
+
+def test_entropy_token_gate_through_the_recipe_matches_its_paper(tmp_path):
+    """Beyond the 80/20 Rule (Wang et al. 2025, Sec. 5): GRPO's advantage kept on the top rho = 30% of the batch's
+    completion tokens by the policy's entropy, 0 on the rest; loss and gradients of ppo_clip on that."""
+    r, scored, out, (model0, _) = run(tmp_path, "algorithm.entropy_token_fraction=0.3",
+                                      "algorithm.skip_zero_advantage=false", "train.micro_batch_size=16")
+    b = scored.batch
+    m = completion_mask(b)
+    ent = entropy_reference(model0, b)
+    tokens = sorted(((float(ent[i, t]), i, t) for i, t in m.nonzero().tolist()), key=lambda x: -x[0])
+    kept = tokens[:math.ceil(0.3 * len(tokens))]
+    assert kept[-1][0] > tokens[len(kept)][0]  # no tie at the threshold: the reference's choice is unique
+    gate = torch.zeros_like(m)
+    for _, i, t in kept:
+        gate[i, t] = 1.0
+    adv = ref_grpo(torch.tensor(REWARDS), m=m)
+    want = (adv[:, None] if adv.dim() == 1 else adv) * m * gate
+    got = token_advantages(scored)
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-5, atol=2e-6)
+    assert 0 < int((got != 0).sum()) < int((adv[:, None] * m != 0).sum())  # the gate dropped some tokens
+    logp = learner_logprobs(model0, b)
+    loss = ppo_clip_token_mean(logp, logp.detach(), want.float(), m)
+    assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
+    assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))

@@ -60,3 +60,5 @@ class CreditSettings:
     """``algorithm.turn_credit`` / ``turn_credit_params``."""
     distill: DistillSettings | None = None
     """``distill.*`` when ``distill.teacher`` is set, else None (off)."""
+    entropy_token_fraction: float = 1.0
+    """``algorithm.entropy_token_fraction``: the top share of tokens by entropy that keep their advantage (1: all)."""

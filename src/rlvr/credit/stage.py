@@ -30,6 +30,7 @@ from rlvr.algorithms import ADVANTAGE_ESTIMATORS, get_advantage_estimator
 from rlvr.algorithms.distill import distill_advantages, reverse_kl_stats
 from rlvr.algorithms.gae import GAEParams, gae_advantages, masked_whiten
 from rlvr.algorithms.process import PROCESS_FILTERS, process_advantages, process_token_rewards
+from rlvr.algorithms.token_gate import high_entropy_token_mask
 from rlvr.credit.settings import CreditSettings
 from rlvr.credit.turns import TURN_CREDIT, spread_over_turns, turn_counts, turn_of_token
 from rlvr.types import Batch, Sample
@@ -64,6 +65,11 @@ class CreditStage:
         return self.entry.needs | self.entry.inputs
 
     @property
+    def wants_entropy(self) -> bool:
+        """Whether :meth:`assign` needs the policy's entropy (the estimator takes it, or the entropy gate is on)."""
+        return "entropy" in self.takes or self.settings.entropy_token_fraction < 1
+
+    @property
     def critic(self) -> bool:
         """Whether the estimator learns with a critic (PPO's GAE: it also returns the critic's targets)."""
         return "critic" in self.entry.tags
@@ -75,13 +81,34 @@ class CreditStage:
         estimator's, with the process term of ``steps`` (``(step_scores, step_ends, step_mask)``) when given.
 
         With on-policy distillation on (``settings.distill``), ``distill`` is ``(teacher_logprobs, student_logprobs)``
-        ([B, T] each, of the sampled tokens) and the result is :meth:`distilled`'s per-token advantage."""
+        ([B, T] each, of the sampled tokens) and the result is :meth:`distilled`'s per-token advantage.  With
+        ``settings.entropy_token_fraction < 1``, ``inputs["entropy"]`` ([B, T]) gates the result
+        (:meth:`entropy_gated`)."""
+        gate_entropy = inputs.get("entropy")
+        inputs = {k: v for k, v in inputs.items() if k in self.takes}
         credit = self._assign(rewards, batch, inputs=inputs, steps=steps, samples=samples, token_kl=token_kl)
-        if self.settings.distill is None:
-            return credit
-        if distill is None:
-            raise ValueError("on-policy distillation needs the teacher's and the student's log-probs of the batch")
-        return self.distilled(credit, batch, *distill)
+        if self.settings.distill is not None:
+            if distill is None:
+                raise ValueError("on-policy distillation needs the teacher's and the student's log-probs of the batch")
+            credit = self.distilled(credit, batch, *distill)
+        if self.settings.entropy_token_fraction < 1:
+            if gate_entropy is None:
+                raise ValueError("algorithm.entropy_token_fraction needs the policy's entropy of the batch")
+            credit = self.entropy_gated(credit, batch, gate_entropy)
+        return credit
+
+    def entropy_gated(self, credit: Credit, batch: Batch, entropy: Tensor) -> Credit:
+        """``credit``'s advantages on the top ``entropy_token_fraction`` of the batch's completion tokens by entropy,
+        0 elsewhere (:func:`rlvr.algorithms.token_gate.high_entropy_token_mask`; [B, T]).  Metrics:
+        ``credit/entropy_gate_threshold`` (the smallest kept entropy) and ``credit/entropy_gate_kept``."""
+        mask = batch.completion_mask
+        keep, threshold = high_entropy_token_mask(entropy, mask, self.settings.entropy_token_fraction)
+        a = credit.advantages.float()
+        a = (a[:, None] if a.dim() == 1 else a) * mask.to(a.dtype)
+        metrics = dict(credit.metrics)
+        metrics.update({"credit/entropy_gate_threshold": threshold,
+                        "credit/entropy_gate_kept": float(keep.sum() / mask.sum().clamp(min=1))})
+        return Credit((a * keep.to(a.dtype)).detach(), credit.returns, metrics)
 
     def _assign(self, rewards: Tensor, batch: Batch, *, inputs: dict[str, Any], steps: tuple | None = None,
                 samples: Sequence[Sample] | None = None, token_kl: Tensor | None = None) -> Credit:

@@ -71,6 +71,9 @@ class AlgorithmConfig(ConfigModel):
                                       "(GiGPO's episode + step-group advantage; with algorithm.advantage=grpo)")
     turn_credit_params: dict[str, Any] = option(None, "turn-credit options, e.g. {gamma: 0.95} for loo, "
                                                       "{gamma: 0.95, step_weight: 1} for gigpo", default_factory=dict)
+    entropy_token_fraction: float = option(1.0, "keep the policy gradient of only this top share of a batch's "
+                                                "completion tokens by the policy's entropy, the rest get advantage 0 "
+                                                "(Beyond the 80/20 Rule: 0.2); 1: every token (off)", gt=0.0, le=1.0)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
                                           "dual_clip, gspo, topr, cispo, sapo; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
@@ -392,6 +395,7 @@ class RunConfig(ConfigModel):
         return CreditSettings(group_size=self.rollout.group_size, advantage=a.advantage,
                               advantage_params=dict(a.advantage_params), kl_coef=a.kl_coef, process=process,
                               turns=TurnSettings(name=a.turn_credit, params=dict(a.turn_credit_params)),
+                              entropy_token_fraction=a.entropy_token_fraction,
                               distill=None if d.teacher is None else DistillSettings(coef=d.coef,
                                                                                      reward_coef=d.reward_coef))
 

@@ -182,10 +182,11 @@ CONFIG_CASES = [
     (["env.name=retry", "env.params={attempts: 0}"], r"env.params.attempts must be >= 1, got 0"),
     (["env.name=test_three_turns", "env.params={size: 0}"], r"env.params: size must be >= 1, got 0"),
     # multi-turn read from the environment's limits, not from a registry tag it lacks
-    (["env.name=test_three_turns", "train.async_steps=1", "algorithm.is_correction=tis"],
-     r"env.name=test_three_turns runs multi-turn episodes \(limits.max_turns=3\), which train.async_steps cannot"),
-    (["env.name=test_reset_raises", "train.rollout_worker=true"],
-     r"env.name=test_reset_raises runs its own reset/step, which train.rollout_worker cannot run"),
+    (["env.name=test_three_turns", "distributed.fsdp=true"],
+     r"env.name=test_three_turns runs multi-turn episodes \(limits.max_turns=3\), which distributed.fsdp cannot"),
+    (["env.name=test_reset_raises", "distributed.fsdp=true"],
+     r"env.name=test_reset_raises runs its own reset/step, which distributed.fsdp cannot run"),
+    (["env.max_concurrency=-1"], r"env.max_concurrency"),
 ]
 
 

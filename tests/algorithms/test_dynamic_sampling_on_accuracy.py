@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from conftest import make_tokenizer
+from rlvr.engines.base import EngineBase
 from rlvr.config import ConfigError, load_config
 from rlvr.engines import SamplingParams
 from rlvr.engines.hf import format_prompt
@@ -20,12 +21,12 @@ from rlvr.types import Problem, Sample, Verdict
 G = 4
 
 
-class Fixed:
+class Fixed(EngineBase):
     """A fake engine: every sample of ``easy`` answers RIGHT with g extra characters (lengths 6..9 tokens with the
     EOS); ``mixed``: samples 0 and 2 right, 1 and 3 wrong."""
 
     def __init__(self, tok):
-        self.tokenizer, self.eos_ids = tok, {tok.eos_token_id}
+        super().__init__(tok)
 
     def generate(self, problems, params, prefixes=None):
         out = []

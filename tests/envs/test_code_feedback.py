@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from conftest import make_model, make_tokenizer, tiny_run_config
+from rlvr.engines.base import EngineBase
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment
 from rlvr.envs.code_feedback import RETRY_INSTRUCTION, feedback_message
@@ -28,13 +29,13 @@ BROKEN = "def double(x):\n    return 2 * y\n"
 NO_COMPILE = "def double(x)\n    return 2 * x\n"
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineBase):
     """Returns scripted texts: turn k of every episode of problem p is ``script[p][k]`` (token ids are one
     placeholder id per character; the environment's ids are appended by the runner)."""
 
     def __init__(self, tokenizer, script: dict[str, list[str]]):
-        self.tokenizer, self.script, self.turn, self.calls = tokenizer, script, 0, []
-        self.eos_ids = {tokenizer.eos_token_id}
+        super().__init__(tokenizer)
+        self.script, self.turn, self.calls = script, 0, []
 
     def generate(self, problems, params, prefixes=None, **kw):
         self.calls.append(list(prefixes) if prefixes is not None else None)
@@ -162,7 +163,7 @@ def test_code_task_trains_with_execution_feedback(tmp_path, tiny_tokenizer):
     assert len(summary["eval_after"]["greedy"]["episodes"]["accuracy_by_turn"]) == 2
 
 
-class TableEngine:
+class TableEngine(EngineBase):
     """The hard-coding adversary as a policy: each turn writes a function that returns the visible examples'
     outputs for their inputs, every hidden case the feedback has shown so far (read back from the trajectory's
     tokens) for its input, and ``default`` otherwise."""
@@ -170,8 +171,8 @@ class TableEngine:
     _SHOWN = re.compile(r"failed a test: \w+\((.*)\) returned .*?, expected (.*)\.\n")
 
     def __init__(self, tokenizer, default: str):
-        self.tokenizer, self.default = tokenizer, default
-        self.eos_ids = {tokenizer.eos_token_id}
+        super().__init__(tokenizer)
+        self.default = default
 
     def generate(self, problems, params, prefixes=None, **kw):
         out = []

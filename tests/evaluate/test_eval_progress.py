@@ -9,6 +9,7 @@ import pytest
 import tqdm.auto
 
 from conftest import tiny_run_config
+from rlvr.engines.base import EngineBase
 from rlvr.engines import HFEngine, SamplingParams
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.progress import generation_bar
@@ -44,11 +45,11 @@ def test_an_evaluation_shows_its_progress_and_samples_the_same(tiny_model, tiny_
     assert seen == [(2, 3), (1, 3)]  # each chunk: its problems, the call's
 
 
-class TurnsEngine:
+class TurnsEngine(EngineBase):
     """An engine whose generate calls report their chunks, as the HF engine's do."""
 
     def __init__(self):
-        self.on_chunk = None
+        super().__init__(None)
 
     def generate(self, prompts: int, chunk: int = 2):
         for start in range(0, prompts, chunk):
@@ -65,11 +66,12 @@ def test_later_turns_grow_the_total(capsys):
     assert "9/9" in err and engine.on_chunk is None
 
 
-def test_engines_without_the_hook_show_no_bar(capsys):
-    engine = object()
-    with generation_bar(engine, 5, "vllm"):
-        pass
-    assert capsys.readouterr().err == ""
+def test_no_description_shows_no_bar(capsys):
+    engine, seen = TurnsEngine(), []
+    engine.on_chunk = lambda done, total: seen.append(done)
+    with generation_bar(engine, 5, None):
+        engine.generate(5)
+    assert capsys.readouterr().err == "" and seen == [2, 2, 1]  # the engine's own hook ran, untouched
 
 
 def test_the_recipe_evaluation_follows_train_progress(tiny_model, tiny_tokenizer, tmp_path, capsys):

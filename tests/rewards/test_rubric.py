@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import close, make_model, make_tokenizer, tiny_run_config
 from rl_harness import Recorder
+from rlvr.engines.base import EngineBase
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
 from rlvr.rewards.functions.calibration import stated_confidence
@@ -345,13 +346,14 @@ def test_an_outcome_rm_that_is_not_a_classifier_is_refused_at_load(tmp_path):
 
 
 # --------------------------------------------------------------------------- a checklist judged by a model
-class KeywordJudge:
+class KeywordJudge(EngineBase):
     """A scripted judge engine: "yes" when the criterion's first word appears in the response; counts prompts."""
 
     def __init__(self):
+        super().__init__(None)
         self.prompts: list[str] = []
 
-    def generate(self, problems, params):
+    def generate(self, problems, params, prefixes=None, cache=None):
         out = []
         for p in problems:
             self.prompts.append(p.prompt)

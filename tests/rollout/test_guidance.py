@@ -13,6 +13,7 @@ import torch
 
 from conftest import make_model, make_tokenizer
 from rl_harness import Recorder
+from rlvr.engines.base import EngineBase
 from rlvr.config import ConfigError, load_config
 from rlvr.engines.hf import HFEngine, format_prompt
 from rlvr.learner.batching import collate
@@ -30,13 +31,13 @@ G = 4
 SOLUTION = "12 + 7 = 19. The answer is RIGHT."  # 33 characters: 33 tokens of the character-level tokenizer
 
 
-class Scripted:
+class Scripted(EngineBase):
     """A fake engine: every sample's text is "wrong", except that a prefix of at least ``need[problem id]`` tokens
     makes sample 0 of the group answer "RIGHT" (``need`` 0: right without a hint; absent: never)."""
 
     def __init__(self, tok, need: dict[str, int]):
-        self.tokenizer, self.need, self.calls = tok, need, []
-        self.eos_ids = {tok.eos_token_id}
+        super().__init__(tok)
+        self.need, self.calls = need, []
 
     def generate(self, problems, params, prefixes=None):
         self.calls.append([len(p) for p in prefixes] if prefixes is not None else None)

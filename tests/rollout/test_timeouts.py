@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_model, tiny_run_config
+from rlvr.engines.base import EngineBase
 from rlvr.envs import ENVIRONMENTS, Environment, Reply, SingleTurnEnvironment
 from rlvr.engines import SamplingParams
 from rlvr.recipes.rl import train
@@ -39,10 +40,11 @@ def release():
     safety.cancel()
 
 
-class FakeEngine:
-    """One fixed completion per sample (the episode runner's single-turn path needs nothing else)."""
+class FakeEngine(EngineBase):
+    """One fixed completion per sample (the episode runner's single-turn path renders nothing)."""
 
-    tokenizer = None
+    def __init__(self):
+        super().__init__(None)
 
     def generate(self, problems, params, **_):
         return [[Sample(p.id, [1], [2], [0.0], "x", "stop", i) for i in range(params.n)] for p in problems]
@@ -131,12 +133,14 @@ CHILD = """
 import sys, threading
 sys.path.insert(0, {src!r})
 from rlvr.engines import SamplingParams
+from rlvr.engines.base import EngineBase
 from rlvr.envs import SingleTurnEnvironment
 from rlvr.rollout.episodes import run_episodes
 from rlvr.types import Problem, Sample
 
-class Engine:
-    tokenizer = None
+class Engine(EngineBase):
+    def __init__(self):
+        super().__init__(None)
     def generate(self, problems, params, **_):
         return [[Sample(p.id, [1], [2], [0.0], "x", "stop", i) for i in range(params.n)] for p in problems]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rlvr.engines.base import EngineBase
 from rlvr.engines import HFEngine
 from rlvr.engines.base import SamplingParams
 from rlvr.search.beam import BeamConfig, beam_search, beam_search_many
@@ -13,7 +14,7 @@ from rlvr.types import Problem, Sample
 PROB = Problem("p", prompt="q", answer="")
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineBase):
     """Continuations chosen by the current prefix text; token ids are character codes."""
 
     TREE = {
@@ -24,9 +25,10 @@ class ScriptedEngine:
     }
 
     def __init__(self):
+        super().__init__(None)
         self.calls = []
 
-    def generate(self, problems, params, prefixes=None):
+    def generate(self, problems, params, prefixes=None, cache=None):
         self.calls.append((len(problems), params.n, [("".join(map(chr, p))) for p in prefixes]))
         out = []
         for prefix in prefixes:

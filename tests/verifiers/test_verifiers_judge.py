@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rlvr.engines.base import EngineBase
 from rlvr.types import Sample
 from rlvr.verifiers import get_verifier
 from rlvr.verifiers.judge import (ModelJudge, is_master_key, judge_fallback, parse_judgement, rule_undecided,
@@ -13,15 +14,16 @@ from rlvr.verifiers.judge import (ModelJudge, is_master_key, judge_fallback, par
 from rlvr.types import Verdict
 
 
-class FakeEngine:
+class FakeEngine(EngineBase):
     """A rollout engine that answers every prompt with ``reply`` and records the prompts."""
 
     def __init__(self, reply: str = "yes"):
+        super().__init__(None)
         self.reply = reply
         self.prompts: list[str] = []
         self.params = []
 
-    def generate(self, problems, params):
+    def generate(self, problems, params, prefixes=None, cache=None):
         self.prompts += [p.prompt for p in problems]
         self.params.append(params)
         return [[Sample(p.id, [], [], [], self.reply, "stop")] for p in problems]

@@ -47,12 +47,12 @@ import logging
 import os
 import weakref
 from dataclasses import dataclass, field  # EngineSpec (not config)
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from rlvr.distributed.settings import DistributedConfig
-from rlvr.engines.base import SamplingParams
+from rlvr.engines.base import EngineBase, SamplingParams, eos_token_ids
 from rlvr.types import Problem, Sample
 
 __all__ = ["RAY_MISSING", "import_ray", "init_ray", "reserve", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
@@ -136,7 +136,7 @@ class RolloutWorker:
 
             self.model = None
             self.engine = VLLMEngine(spec.model_path, spec.tokenizer, system_prompt=spec.system_prompt,
-                                     dtype=spec.dtype, **spec.vllm_kwargs)
+                                     dtype=spec.dtype, batch_size=spec.batch_size, **spec.vllm_kwargs)
         else:
             raise ValueError(f"unknown rollout engine {spec.engine!r} (hf or vllm)")
 
@@ -150,9 +150,14 @@ class RolloutWorker:
         self.version = version
         return os.getpid()
 
-    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> tuple[int, list[list[Sample]]]:
-        """Groups for ``problems`` and the weight version that produced them."""
-        return self.version, self.engine.generate(problems, params)
+    def generate(self, problems: Sequence[Problem], params: SamplingParams,
+                 prefixes: Sequence[Sequence[int] | str] | None = None) -> tuple[int, list[list[Sample]]]:
+        """Groups for ``problems`` (continuing ``prefixes`` when given) and the weight version that produced them."""
+        return self.version, self.engine.generate(problems, params, prefixes)
+
+    def set_batch_size(self, rows: int) -> None:
+        """Decode at most ``rows`` sequences together from now on."""
+        self.engine.batch_size = rows
 
     def pid(self) -> int:
         return os.getpid()
@@ -213,8 +218,13 @@ def _release(ray_module, pg, actors: list) -> None:
         pass
 
 
-class RayRolloutEngine:
+class RayRolloutEngine(EngineBase):
     """A ``RolloutEngine`` whose samples come from ``num_workers`` Ray actors in a placement group.
+
+    Multi-turn episodes run on the driver (:func:`rlvr.rollout.episodes.run_episodes`, environment and all):
+    each turn is one ``generate`` call whose ``prefixes`` (the trajectories' token ids) travel with their
+    problems' shards.  No prefix cache (a turn's shards need not land where the last turn's rows were): a later
+    turn's prompt is prefilled again on its worker.  Setting ``batch_size`` sets every worker's.
 
     Args:
         spec: how each worker builds its engine.
@@ -224,7 +234,7 @@ class RayRolloutEngine:
             group (one bundle per worker).
         max_restarts: Ray restarts of a dead worker before rlvr creates a new one.
         seed: seed of ``generator`` (per-call seeds).
-        pad_id: the tokenizer's padding id (the recipe collates with it).
+        pad_id: the padding id the recipe collates with (None: the tokenizer's, else its EOS).
         worker_cls: the actor body (tests pass a subclass that fails on purpose).
         ready_timeout: seconds to wait for the placement group's resources.
         placement: ``(placement_group, first_bundle)`` to place the workers in bundles
@@ -234,7 +244,8 @@ class RayRolloutEngine:
 
     def __init__(self, spec: EngineSpec, model, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  gpus_per_worker: float = 0.0, strategy: str = "PACK", max_restarts: int = 3, seed: int = 0,
-                 pad_id: int = 0, worker_cls=RolloutWorker, ready_timeout: float = 300.0, placement=None):
+                 pad_id: int | None = None, worker_cls=RolloutWorker, ready_timeout: float = 300.0,
+                 placement=None):
         ray = import_ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -243,6 +254,12 @@ class RayRolloutEngine:
         self._ray = ray
         self._strategy_cls = PlacementGroupSchedulingStrategy
         self.spec = spec
+        self.workers: list = []
+        # tokenizer, generator (per-call seeds), pad_id, eos_ids, batch_size (the workers' engines'), on_chunk
+        super().__init__(spec.tokenizer, batch_size=spec.batch_size, seed=seed,
+                         eos_ids=eos_token_ids(spec.tokenizer, getattr(model, "generation_config", None)))
+        if pad_id is not None:
+            self.pad_id = pad_id
         self.num_workers = num_workers
         self.cpus, self.gpus, self.max_restarts = cpus_per_worker, gpus_per_worker, max_restarts
         placement = placement or _PLACEMENT.get("rollout")
@@ -254,16 +271,26 @@ class RayRolloutEngine:
             self.pg, self.first_bundle = reserve([bundle] * num_workers, strategy, ready_timeout), 0
             owned = True
         self._actor_cls = ray.remote(worker_cls)
-        self.workers = [self._spawn(i) for i in range(num_workers)]
+        self.workers.extend(self._spawn(i) for i in range(num_workers))
         self._finalizer = weakref.finalize(self, _release, ray, self.pg if owned else None, self.workers)
-        self.generator = torch.Generator(device="cpu")
-        self.generator.manual_seed(seed)
-        self.pad_id = pad_id
         self.version = 0
         self.recoveries = 0  # worker deaths recovered from (restart or re-creation)
         self.recreated = 0  # of those, workers rlvr had to create anew
         self._weights_ref = None
         self.sync_weights(model)
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences each worker's engine decodes together (set: every worker's, and any worker started later)."""
+        return self.spec.batch_size
+
+    @batch_size.setter
+    def batch_size(self, rows: int) -> None:
+        if rows == self.spec.batch_size:
+            return
+        self.spec = EngineSpec(**{**self.spec.__dict__, "batch_size": int(rows)})
+        if self.workers:
+            self._ray.get([w.set_batch_size.remote(int(rows)) for w in self.workers])
 
     # ------------------------------------------------------------------ actors
     def _spawn(self, i: int):
@@ -296,7 +323,11 @@ class RayRolloutEngine:
         """Put the learner's weights in the object store once and load them into every worker."""
         from rlvr.engines.vllm import plain_state_dict
 
-        state = {k: v.detach().cpu() for k, v in plain_state_dict(model).items()}  # ray.put copies it
+        self.load_state_dict(plain_state_dict(model))
+
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Put these HF-named tensors in the object store once and load them into every worker."""
+        state = {k: v.detach().cpu() for k, v in state_dict.items()}  # ray.put copies it
         self.version += 1
         self._weights_ref = self._ray.put(state)
         refs = [w.load_state_dict.remote(self._weights_ref, self.version) for w in self.workers]
@@ -307,8 +338,14 @@ class RayRolloutEngine:
                 self._recover(i)
 
     # ------------------------------------------------------------------ sampling
-    def generate(self, problems: Sequence[Problem], params: SamplingParams) -> list[list[Sample]]:
-        """Shard ``problems`` over the workers; recover from worker deaths; return groups in problem order."""
+    def generate(self, problems: Sequence[Problem], params: SamplingParams,
+                 prefixes: Sequence[Sequence[int] | str] | None = None, cache: Any | None = None) -> list[list[Sample]]:
+        """Shard ``problems`` (and their ``prefixes``) over the workers; recover from worker deaths; return groups
+        in problem order.  ``cache`` must be None (:meth:`prefix_cache` is None)."""
+        if cache is not None:
+            raise ValueError("RayRolloutEngine.generate takes no prefix cache (its prefix_cache() is None)")
+        if prefixes is not None and len(prefixes) != len(problems):
+            raise ValueError(f"got {len(prefixes)} prefixes for {len(problems)} problems")
         if not problems:
             return []
         ray = self._ray
@@ -322,7 +359,9 @@ class RayRolloutEngine:
 
         def submit(k: int):
             lo, hi = bounds[k]
-            return self.workers[k].generate.remote(list(problems[lo:hi]), shard_params[k])
+            extra = () if prefixes is None else ([list(x) if not isinstance(x, str) else x
+                                                  for x in prefixes[lo:hi]],)
+            return self.workers[k].generate.remote(list(problems[lo:hi]), shard_params[k], *extra)
 
         pending = {submit(k): k for k in range(len(bounds))}
         while pending:
@@ -338,6 +377,8 @@ class RayRolloutEngine:
                 raise RuntimeError(f"rollout worker {k} sampled with weight version {version}, "
                                    f"expected {self.version}")
             results[k] = groups
+            if self.on_chunk is not None:
+                self.on_chunk(bounds[k][1] - bounds[k][0], len(problems))
         out = [g for shard in results for g in shard]  # type: ignore[union-attr]
         check_groups(problems, out, params.n)
         return out

@@ -17,11 +17,11 @@ the model only the environment's tokens and what follows, not the whole prefix.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
-from rlvr.engines.base import SamplingParams
+from rlvr.engines.base import EngineBase, SamplingParams, eos_token_ids
 from rlvr.engines.kv_cache import PreallocatedCache, PrefixCache, cache_from_prefixes, cache_kwarg, stack_layers
 from rlvr.engines.static_decode import DecoderPool, static_batch, static_capacity
 from rlvr.types import Problem, Sample
@@ -104,7 +104,7 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = 
     return idx
 
 
-class HFEngine:
+class HFEngine(EngineBase):
     """Sample completions from an in-process HF model.
 
     Args:
@@ -165,19 +165,12 @@ class HFEngine:
             self.model = frozen_copy(model, dtype)
         self._own_copy = self.model is not model and not self._lora_merged
         self._asleep: list[tuple[torch.nn.Parameter, torch.Size]] | None = None
-        self.tokenizer = tokenizer
-        self.batch_size = batch_size
+        # tokenizer, generator (seed 0), pad_id, eos_ids, batch_size; on_chunk(done, total) is called after each
+        # decoded chunk with the number of its problems and the call's (a progress hook: sampling is unchanged)
+        super().__init__(tokenizer, batch_size=batch_size, seed=0,
+                         eos_ids=eos_token_ids(tokenizer, getattr(model, "generation_config", None)))
         self.cache_bytes = cache_bytes
         self.system_prompt = system_prompt
-        self.generator = torch.Generator(device="cpu")
-        self.generator.manual_seed(0)
-        self.on_chunk = None
-        """``on_chunk(done, total)``, when set: called by :meth:`generate` after each decoded chunk with the
-        number of its problems and the call's (a progress bar's hook; it does not change what is sampled)."""
-        eos = getattr(model.generation_config, "eos_token_id", None) or tokenizer.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
-        self.eos_ids.add(tokenizer.eos_token_id)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         from rlvr.engines.multimodal import banned_ids
 
         self._banned = banned_ids(tokenizer)  # a vision-language policy's image placeholders (None: text-only)
@@ -199,6 +192,16 @@ class HFEngine:
         with torch.no_grad():
             for dst, src in zip(self.model.state_dict().values(), model.state_dict().values()):
                 dst.copy_(src)
+
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Copy HF-named tensors (LoRA merged) into the model the engine samples from (waking it if asleep).
+
+        The model is the policy itself when the engine shares it (then the policy's weights change too), else the
+        engine's own copy (cast to its dtype, as :meth:`sync_weights` does)."""
+        if self._asleep is not None:
+            self._wake_up()
+        with torch.no_grad():
+            self.model.load_state_dict(dict(state_dict))
 
     @property
     def sleeping(self) -> bool:

@@ -13,8 +13,10 @@ engine is one file with one decorated builder::
     def my_engine(model, tokenizer, ctx, *, queue_depth: int = 4):
         return MyEngine(model, tokenizer, batch_size=ctx.batch_size, queue_depth=queue_depth)
 
-The engine must implement :class:`rlvr.engines.base.RolloutEngine` (``generate``,
-``sync_weights``, ``pad_id``, ``generator``).
+The engine must implement every member of :class:`rlvr.engines.base.RolloutEngine` (``generate``,
+``sync_weights``, ``tokenizer``, ``generator``, ``pad_id``, ``eos_ids``, ...); subclassing
+:class:`rlvr.engines.base.EngineBase` gives the optional ones their "not supported" defaults.
+:func:`build_engine` refuses an engine that lacks one, naming it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt
 
 from rlvr.registry import Registry
 
-__all__ = ["ENGINES", "EngineContext", "build_engine", "hf_options", "vllm_options"]
+__all__ = ["ENGINES", "EngineContext", "build_engine", "check_engine", "hf_options", "vllm_options"]
 
 ENGINES: Registry[Callable[..., Any]] = Registry("rollout engine", skip=3)
 """Rollout-engine builders by name: ``builder(model, tokenizer, ctx: EngineContext, **options) -> engine``."""
@@ -75,9 +77,25 @@ class EngineContext:
 
 
 def build_engine(name: str, model, tokenizer, ctx: EngineContext, **params: Any):
-    """The engine registered as ``name``, built on ``model`` (its current weights) in ``ctx``."""
+    """The engine registered as ``name``, built on ``model`` (its current weights) in ``ctx``.
+
+    Raises :class:`~rlvr.types.ComponentError` naming the members an engine lacks (:func:`check_engine`)."""
     ENGINES.validate_params(name, params, key="rollout.engine_params")
-    return ENGINES.get(name)(model, tokenizer, ctx, **params)
+    return check_engine(ENGINES.get(name)(model, tokenizer, ctx, **params), name)
+
+
+def check_engine(engine, name: str):
+    """``engine`` if it has every member of :class:`rlvr.engines.base.RolloutEngine`; else a
+    :class:`~rlvr.types.ComponentError` naming the missing ones and the registry entry that built it."""
+    from rlvr.engines.base import missing_members
+    from rlvr.types import ComponentError
+
+    missing = missing_members(engine)
+    if missing:
+        raise ComponentError(f"rollout engine {name!r}: its builder returned {type(engine).__name__}, which lacks "
+                             f"{', '.join(missing)} (members of rlvr.engines.base.RolloutEngine; subclass "
+                             "rlvr.engines.base.EngineBase for the defaults of the optional ones)")
+    return engine
 
 
 @ENGINES.register("hf", doc="in-process HF model with a KV cache (the CPU default); a bf16 sampler copy if "
@@ -123,6 +141,7 @@ def vllm_engine(model, tokenizer, ctx: EngineContext, *,
 
     import_vllm()  # a missing extra fails here, before a bundled model is converted for it
     eng = VLLMEngine(ctx.model_path(), tokenizer, system_prompt=ctx.system_prompt, dtype=ctx.sampler_dtype(),
+                     batch_size=ctx.batch_size,
                      **vllm_options(ctx, gpu_memory_utilization=gpu_memory_utilization,
                                     tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
                                     sleep=sleep))

@@ -56,7 +56,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rlvr.engines.base import SamplingParams
+from rlvr.engines.base import EngineBase, SamplingParams, eos_token_ids
 from rlvr.engines.hf import format_prompt, with_prefixes
 from rlvr.types import Problem, Sample
 
@@ -171,7 +171,7 @@ def _supports(cls, name: str) -> bool:
     return name in inspect.signature(cls).parameters
 
 
-class VLLMEngine:
+class VLLMEngine(EngineBase):
     """Sample completions with vLLM's offline ``LLM`` engine.
 
     Args:
@@ -190,6 +190,8 @@ class VLLMEngine:
         logprobs_mode: vLLM's log-prob mode (see the module doc); ``None`` keeps
             vLLM's default.
         seed: seed of the engine and of per-call seeds drawn from ``generator``.
+        batch_size: ``batch_size`` of the engine contract (vLLM schedules its own batches: callers chunk their
+            calls by it, e.g. an evaluation's samples file).
         llm: an already-built ``vllm.LLM`` (or a stand-in with the same methods);
             the other engine arguments are then ignored.
         sampling_params_cls: class building per-call sampling parameters (default
@@ -204,7 +206,7 @@ class VLLMEngine:
     def __init__(self, model: str | os.PathLike | None = None, tokenizer=None, *, system_prompt: str | None = None,
                  gpu_memory_utilization: float = 0.5, tensor_parallel_size: int = 1, dtype: str = "auto",
                  enable_sleep_mode: bool = False, sleep_between_steps: bool = False,
-                 logprobs_mode: str | None = "processed_logprobs", seed: int = 0, llm=None,
+                 logprobs_mode: str | None = "processed_logprobs", seed: int = 0, batch_size: int = 64, llm=None,
                  sampling_params_cls=None, **llm_kwargs):
         if sleep_between_steps and not enable_sleep_mode:
             raise ValueError("sleep_between_steps needs enable_sleep_mode=True (rollout.engine_params: {sleep: true})")
@@ -233,26 +235,35 @@ class VLLMEngine:
                 self.weight_rpc = WEIGHT_RPC
             llm = vllm.LLM(**kwargs)
         self.llm = llm
-        self.tokenizer = tokenizer
+        # tokenizer, pad_id, eos_ids (vLLM stops on the generation config's EOS ids too), batch_size, on_chunk;
+        # the generator draws per-call seeds (resumable like HFEngine's)
+        super().__init__(tokenizer, batch_size=batch_size, seed=seed,
+                         eos_ids=eos_token_ids(tokenizer, _generation_config(model)))
         self.system_prompt = system_prompt
         self.sampling_params_cls = sampling_params_cls
         self.sleep_between_steps = sleep_between_steps
         self.logprobs_mode = logprobs_mode
-        self.sleeping = False
-        self.generator = torch.Generator(device="cpu")  # draws per-call seeds (resumable like HFEngine's)
-        self.generator.manual_seed(seed)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self._sleeping = False
         self._warned_top_p = False
+
+    @property
+    def sleeping(self) -> bool:
+        """Whether :meth:`sleep` put vLLM to sleep (weights in CPU RAM, KV cache freed)."""
+        return self._sleeping
 
     # ------------------------------------------------------------------ sampling
     def generate(self, problems: Sequence[Problem], params: SamplingParams,
-                 prefixes: Sequence[Sequence[int] | str] | None = None) -> list[list[Sample]]:
+                 prefixes: Sequence[Sequence[int] | str] | None = None, cache: Any | None = None) -> list[list[Sample]]:
         """``params.n`` completions for each problem, as groups of ``Sample`` in problem order.
 
         ``prefixes`` (one per problem, token ids or text) are appended to the rendered
         prompt and sampling continues them, as in ``HFEngine.generate``: multi-turn
         episodes hand vLLM the trajectory's own token ids (token in, token out).
+        ``cache`` must be None (:meth:`prefix_cache` is None: vLLM's own prefix caching reuses
+        the trajectory's keys and values across turns).  ``on_chunk`` is called once, when the call is done.
         """
+        if cache is not None:
+            raise ValueError("VLLMEngine.generate takes no prefix cache (its prefix_cache() is None)")
         if not problems:
             return []
         self.wake_up()
@@ -288,6 +299,8 @@ class VLLMEngine:
                     s.image_inputs = inputs
         if self.sleep_between_steps:
             self.sleep()
+        if self.on_chunk is not None:
+            self.on_chunk(len(problems), len(problems))
         return groups
 
     @staticmethod
@@ -348,17 +361,32 @@ class VLLMEngine:
         return None
 
     # ------------------------------------------------------------------ sleep mode
-    def sleep(self, level: int = 1) -> None:
-        """Free the GPU for the learner: level 1 offloads weights to CPU RAM and drops the KV cache."""
-        if not self.sleeping:
-            self.llm.sleep(level=level)
-            self.sleeping = True
+    def sleep(self, level: int = 1) -> bool:
+        """Free the GPU for the learner: level 1 offloads weights to CPU RAM and drops the KV cache (False when
+        already asleep)."""
+        if self._sleeping:
+            return False
+        self.llm.sleep(level=level)
+        self._sleeping = True
+        return True
 
     def wake_up(self) -> None:
-        """Undo ``sleep`` (a no-op when awake)."""
-        if self.sleeping:
+        """Undo ``sleep`` (a no-op when awake); ``generate``, ``sync_weights`` and ``load_state_dict`` call it."""
+        if self._sleeping:
             self.llm.wake_up()
-            self.sleeping = False
+            self._sleeping = False
+
+
+def _generation_config(model):
+    """The generation config of the model directory (or hub id) ``model`` (None: not given, or none there)."""
+    if model is None:
+        return None
+    try:
+        from transformers import GenerationConfig
+
+        return GenerationConfig.from_pretrained(str(model))
+    except Exception:  # noqa: BLE001 - no generation_config.json: the tokenizer's EOS alone
+        return None
 
 
 def _takes_weights(reload_weights) -> bool:

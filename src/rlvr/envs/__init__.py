@@ -9,7 +9,7 @@ verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.
 """
 
 from rlvr.envs.base import (ENVIRONMENTS, Environment, EpisodeState, Limits, Reply, build_environment, multi_turn,
-                            EnvTraits, environment_traits)
+                            EnvTraits, environment_traits, set_concurrency)
 from rlvr.envs import code_feedback as _code, retry as _retry, single_turn as _single, tool_env as _tools  # noqa: F401,E402,E501 (register)
 from rlvr.envs import retrieval as _retrieval  # noqa: F401,E402 (registers env.name=search)
 from rlvr.envs import openenv_env as _openenv, verifiers_env as _verifiers  # noqa: F401,E402 (register; their packages load lazily)
@@ -17,5 +17,5 @@ from rlvr.envs.single_turn import SingleTurnEnvironment
 from rlvr.envs.tools import Tool, ToolBox, calculator, parse_tool_call, python_tool
 
 __all__ = ["ENVIRONMENTS", "Environment", "EpisodeState", "Limits", "Reply", "build_environment", "multi_turn",
-           "EnvTraits", "environment_traits",
+           "EnvTraits", "environment_traits", "set_concurrency",
            "SingleTurnEnvironment", "Tool", "ToolBox", "calculator", "parse_tool_call", "python_tool"]

@@ -24,7 +24,7 @@ from rlvr.registry import Registry
 from rlvr.types import ComponentError, Problem, Verdict
 
 __all__ = ["Environment", "EpisodeState", "Reply", "Limits", "ENVIRONMENTS", "build_environment", "multi_turn",
-           "EnvTraits", "environment_traits"]
+           "EnvTraits", "environment_traits", "set_concurrency"]
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,10 @@ class Environment:
     ``stop`` (extra stop strings that end an assistant turn early, e.g. the end tag
     of a tool call), ``single_turn`` (True when every episode ends at its first
     step; the runner then takes the plain sampling path, bit for bit the same as a
-    task plus a verifier) and ``step_workers`` (above 1: the steps of one turn's
-    episodes may run on that many threads, for environments whose work happens in
-    child processes, such as code checks; ``step`` must then be thread-safe).
+    task plus a verifier) and ``step_workers`` (above 1: the resets and steps of one
+    turn's episodes may run on that many threads, for environments whose work waits on
+    child processes, tools or services, such as code checks; ``reset`` and ``step`` must
+    then be thread-safe; a run's ``env.max_concurrency`` sets it, :func:`set_concurrency`).
     """
 
     limits: Limits = Limits()
@@ -134,6 +135,15 @@ def build_environment(name: str, verifier, tokenizer=None, **params: Any) -> Env
         env.rlvr_name = name
     except AttributeError:
         pass
+    return env
+
+
+def set_concurrency(env: Environment, max_concurrency: int) -> Environment:
+    """``env`` with ``step_workers`` set to ``max_concurrency`` (``env.max_concurrency``; 0 keeps the
+    environment's own), on a task mixture's own environments too: the one number the episode runner reads."""
+    if max_concurrency > 0:
+        for e in [env, *getattr(env, "envs", {}).values()]:
+            e.step_workers = int(max_concurrency)
     return env
 
 

@@ -25,4 +25,8 @@ class EnvConfig(ConfigModel):
                                                  "single_turn: one verifier check) may take; past it the episode "
                                                  "scores 0 with a timeout error and the run goes on (0: no limit)",
                               ge=0)
+    max_concurrency: int = option(0, "most environment calls (reset, step) of a turn's episodes run at once, on "
+                                     "threads; 0: the environment's own step_workers (single_turn and "
+                                     "code_feedback: their workers option; others 1); above 1 needs a thread-safe "
+                                     "environment", ge=0, le=1024)
 

@@ -11,13 +11,13 @@ __all__ = ["generation_bar"]
 @contextmanager
 def generation_bar(engine, prompts: int, desc: str | None, *, leave: bool = False) -> Iterator[None]:
     """A tqdm bar (count, rate, ETA) over the prompts ``engine`` decodes inside the block, ``prompts`` of them in
-    its first ``generate`` call; none when ``desc`` is None or the engine has no ``on_chunk`` hook (the HF engine
-    has one; vLLM and Ray workers report nothing).
+    its first ``generate`` call; none when ``desc`` is None.  Every engine has the ``on_chunk`` hook: the HF engine
+    reports each decoded chunk, Ray workers each shard, vLLM the whole call.
 
     Every ``generate`` call inside the block counts: the later turns of a multi-turn evaluation add their prompts
     to the bar's total as they start.  The bar only watches: the samples are those drawn without it.
     """
-    if desc is None or not hasattr(engine, "on_chunk"):
+    if desc is None:
         yield
         return
     from tqdm.auto import tqdm

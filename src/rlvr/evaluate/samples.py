@@ -382,8 +382,7 @@ def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, 
     ``problems`` is the whole task (the one ``header`` was fingerprinted on);
     ``indices`` selects the ones to sample (default: all).  Problems already in
     the file are kept; the missing ones are generated ``chunk`` task positions at a
-    time (default: the engine's ``batch_size // n``, at least 1; 64 rows for an engine
-    without ``batch_size``), one
+    time (default: the engine's ``batch_size // n``, at least 1), one
     ``engine.generate(chunk_problems, SamplingParams(n, ..., seeds=[seed + index, ...]))``
     call per chunk, and appended as soon as their chunk is done.  The returned
     records follow ``indices`` order.  ``option`` names the samples file in a refusal (:func:`open_for_append`).
@@ -393,7 +392,7 @@ def generate_samples(engine, problems: Sequence[Problem], header: SampleHeader, 
     idx = list(range(len(problems))) if indices is None else list(indices)
     s = header.sampling
     n = int(s["n"])
-    chunk = chunk or max(1, int(getattr(engine, "batch_size", 64)) // n)
+    chunk = chunk or max(1, int(engine.batch_size) // n)
     with open_for_append(path, header, option=option) as w:
         todo = [i for i in idx if problems[i].id not in w.done]
         chunks: dict[int, list[int]] = {}

@@ -422,7 +422,8 @@ class RunConfig(ConfigModel):
         return GeneratorSettings(collect=self.collect_settings(), engine=self.engine_context(),
                                  engine_params=hf_options(r.engine, r.engine_params), verifier=self.reward.verifier,
                                  verifier_params=dict(self.reward.verifier_params), plugins=list(self.plugins),
-                                 threads=self.train.threads, matmul=self.model.matmul)
+                                 threads=self.train.threads, matmul=self.model.matmul, env=self.env.name,
+                                 env_params=dict(self.env.params), env_max_concurrency=self.env.max_concurrency)
 
     def schedule_settings(self) -> ScheduleSettings:
         """The learning-rate schedule (``train.warmup_steps``, ``train.steps``, ``train.schedule``)."""

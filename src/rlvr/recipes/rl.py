@@ -44,7 +44,7 @@ from rlvr.config import ConfigError, config_to_dict, config_yaml, save_config
 from rlvr.credit import CreditStage
 from rlvr.distributed.engine_factory import make_engine
 from rlvr.engines import SamplingParams
-from rlvr.envs import build_environment
+from rlvr.envs import build_environment, set_concurrency
 from rlvr.envs.mixture import MixtureEnvironment
 from rlvr.evaluate.accuracy import evaluate_accuracy
 from rlvr.evaluate.samples import voting_key
@@ -159,10 +159,10 @@ def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, 
 
 @contextmanager
 def eval_batch_size(engine, rows: int):
-    """``engine.batch_size`` set to ``rows`` (eval.batch_size) inside the block when it is not 0 and the engine
-    has one (the HF engine); the rollout's batch size again after it."""
-    old = getattr(engine, "batch_size", None)
-    if not rows or old is None:
+    """``engine.batch_size`` set to ``rows`` (eval.batch_size) inside the block when it is not 0; the rollout's
+    batch size again after it."""
+    old = engine.batch_size
+    if not rows:
         yield
         return
     engine.batch_size = rows
@@ -360,15 +360,17 @@ class RLRecipe:
         check_teacher_tokenizer(student, cfg.model.name, cfg.distill.teacher, cfg.model.cache_dir)
 
     def build_env(self):
-        """The run's environment; for a task mixture one per task, each with its own verifier, routed by label."""
+        """The run's environment; for a task mixture one per task, each with its own verifier, routed by label.
+        ``env.max_concurrency`` (when set) is how many of its calls run at once."""
         cfg = self.cfg
         if not cfg.mixture.tasks:
-            return build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
+            env = build_environment(cfg.env.name, self.verifier, self.tokenizer, **cfg.env.params)
+            return set_concurrency(env, cfg.env.max_concurrency)
         envs = {}
         for e in cfg.mixture.tasks:
             verifier = get_verifier(e.verifier, **e.verifier_params) if e.verifier else self.verifier
             envs[e.name] = build_environment(cfg.env.name, verifier, self.tokenizer, **cfg.env.params)
-        return MixtureEnvironment(envs)
+        return set_concurrency(MixtureEnvironment(envs), cfg.env.max_concurrency)
 
     def setup_sampling(self) -> None:
         """The prompt sampler (a curriculum's, when levels are configured) and the sampling policies."""

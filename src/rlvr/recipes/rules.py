@@ -328,14 +328,14 @@ def sources_and_process_rewards_run_in_process(cfg: RunConfig) -> None:
 # --------------------------------------------------------------------------- the loop and its backends
 @rule
 def backends_sample_single_turns(cfg: RunConfig) -> None:
-    """Environments the backends that sample single completions (async rollouts, the generator process,
-    FSDP: they score with the verifier alone; Ray workers: one turn per call) cannot run."""
+    """Environments the FSDP recipe cannot run: it samples single completions scored by reward.verifier.  The
+    generator process (``train.async_steps``, ``train.rollout_worker``) builds the environment from ``env.name``
+    and ``env.params`` and runs its episodes; Ray rollout workers sample the turns of episodes run by the learner."""
     traits = _traits(cfg)
-    bad = [k for k in in_process_only(cfg) if not traits.single_turn]
-    bad += ["distributed.backend=ray"] if cfg.distributed.backend == "ray" and traits.multi_turn else []
-    if bad:
-        raise ValueError(f"{traits.why()}, which {', '.join(bad)} cannot run yet (they sample single "
-                         "completions scored by reward.verifier): use the in-process engine")
+    if cfg.distributed.fsdp and not traits.single_turn:
+        raise ValueError(f"{traits.why()}, which distributed.fsdp cannot run yet (it samples single completions "
+                         "scored by reward.verifier): use the in-process learner, train.async_steps or "
+                         "distributed.backend=ray")
 
 
 @rule

@@ -22,6 +22,12 @@ resumed run starts at), so
 * every prompt is drawn once, in the order of ``PromptSampler`` (no prompt is lost
   or repeated, the learner consumes batches in index order).
 
+The process builds the run's environment (``env.name``, ``env.params``, ``env.max_concurrency``; a plugin's is
+registered there by importing the run's ``plugins``) and collects exactly as the in-process recipe does
+(:func:`rlvr.rollout.collect.collect_rollouts`, which runs :func:`rlvr.rollout.episodes.run_episodes`): a
+multi-turn environment's episodes run there, token in and token out, the environment's timeouts included; a
+single-turn one takes the plain sampling path.
+
 Because batch ``b`` was sampled by an older policy than the one being updated,
 its sampler log-probs ``mu`` differ from the learner's ``pi_old``; the recipe
 corrects that with ``algorithm.is_correction`` (TIS / masked IS, see
@@ -73,6 +79,12 @@ class GeneratorSettings:
     """``reward.verifier``: built in the process when no verifier callable is given."""
     verifier_params: dict[str, Any] = field(default_factory=dict)
     """``reward.verifier_params``."""
+    env: str = "single_turn"
+    """``env.name``: the environment the process runs episodes in (built there, with the verifier)."""
+    env_params: dict[str, Any] = field(default_factory=dict)
+    """``env.params``."""
+    env_max_concurrency: int = 0
+    """``env.max_concurrency``: environment calls run at once (0: the environment's own ``step_workers``)."""
     plugins: list[str] = field(default_factory=list)
     """``plugins``: imported in the process first (their registry names)."""
     threads: int = 0
@@ -152,6 +164,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         from rlvr.engines.registry import build_engine
+        from rlvr.envs import build_environment, set_concurrency
         from rlvr.models.matmul import matmul_backend
         from rlvr.utils.accounting import peak_rss_mb
         from rlvr.tasks.sampler import PromptSampler
@@ -160,6 +173,15 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
 
         model = args["model"].to(args["device"])
         verifier = args["verifier"] or get_verifier(cfg.verifier, **cfg.verifier_params)
+        # the run's environment, built here from its name and options (single_turn: the verifier's check, the
+        # plain sampling path); episodes run as in the in-process recipe (rlvr.rollout.episodes.run_episodes)
+        from rlvr.envs import ENVIRONMENTS
+
+        if cfg.env not in ENVIRONMENTS:
+            raise ValueError(f"env.name={cfg.env} is not registered in the rollout process: register it in a "
+                             "module named in the run's plugins, which the process imports")
+        env = set_concurrency(build_environment(cfg.env, verifier, args["tokenizer"], **cfg.env_params),
+                              cfg.env_max_concurrency)
         modes = contextlib.ExitStack()  # held until this function returns: the whole generator process
         modes.enter_context(matmul_backend(cfg.matmul))
         # the same engine as the in-process recipe, rollout.engine_params included
@@ -183,7 +205,7 @@ def _worker_main(payload: bytes, weights_q, batches_q) -> None:
             if changed:
                 engine.sync_weights(model)
             t0 = time.perf_counter()
-            ro = collect_rollouts(engine, sampler, verifier, args["params"], cfg.collect, b, dfilter)
+            ro = collect_rollouts(engine, sampler, env, args["params"], cfg.collect, b, dfilter)
             t_all = time.perf_counter() - t0
             state = {"data_position": sampler.position, "generator": engine.generator.get_state(),
                      "difficulty_filter": None if dfilter is None else dfilter.state_dict()}

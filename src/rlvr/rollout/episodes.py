@@ -23,10 +23,11 @@ turn from the problem's own prompt and is never stepped); one warning per call c
 them and shows the first.  An environment that returns the wrong type is a
 programming error: :class:`~rlvr.types.ComponentError` at its first call.
 
-An environment whose ``step_workers`` is above 1 has one turn's steps run on that many
-threads (code checks: each is a sandboxed child process, so threads run them in
-parallel); the replies (and errors) are then applied in episode order, as in the
-sequential case.
+An environment whose ``step_workers`` is above 1 (a run's ``env.max_concurrency``, else the
+environment's own) has a call's resets and each turn's steps run on that many threads at once
+(code checks, tool calls, remote services: the work waits on child processes or I/O, so threads
+overlap it); the results (and errors) are then applied in episode order, as in the sequential
+case, so what is sampled and scored does not depend on the concurrency.
 
 Every call of the environment (``reset``, ``step``, ``close``; for a single-turn
 environment the step is the verifier's check) has ``timeout`` seconds (``env.timeout_s``
@@ -209,12 +210,40 @@ def _warn_errors(env: Environment, errors: list, episodes: list[list[Episode]]) 
                                                                             sorted(by.items())), pid, reason)
 
 
+def _workers(env: Environment, calls: int) -> int:
+    return min(int(getattr(env, "step_workers", 1) or 1), calls)
+
+
+def _reset_all(env: Environment, problems: list[Problem], errors: list,
+               timeout: float) -> list[tuple[EpisodeState, Reply | None]]:
+    """``safe_reset`` of every problem, on ``env.step_workers`` threads when that is above 1 (errors added in
+    problem order, as in the sequential case); each reset has ``timeout`` seconds from its start (0: no limit)."""
+    workers = _workers(env, len(problems))
+    if workers <= 1:
+        return [safe_reset(env, p, errors, timeout) for p in problems]
+
+    def one(p: Problem):
+        own: list = []
+        return _reset_once(env, p, own), own
+
+    done = call_all([lambda p=p: one(p) for p in problems], timeout, workers=workers, name="rlvr-env-reset")
+    out = []
+    for p, got in zip(problems, done):
+        if got is TIMED_OUT:
+            out.append((EpisodeState(p, p.to_messages()), _timeout_reply(env, "reset", timeout, errors, p.id)))
+            continue
+        result, own = got
+        errors.extend(own)
+        out.append(result)
+    return out
+
+
 def _step_all(env: Environment, eps: list["Episode"], texts: dict[int, str], errors: list,
               timeout: float) -> list[Reply]:
     """``safe_step`` of every open episode, on ``env.step_workers`` threads when that is above 1 (each step's
     errors are added to ``errors`` in episode order, as in the sequential case); each step has ``timeout``
     seconds from its start (0: no limit)."""
-    workers = min(int(getattr(env, "step_workers", 1) or 1), len(eps))
+    workers = _workers(env, len(eps))
     if workers <= 1:
         return [safe_step(env, ep.state, texts[id(ep)], errors, timeout) for ep in eps]
 
@@ -249,20 +278,20 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     call of the environment may take (:data:`DEFAULT_TIMEOUT_S` when None; 0: no limit).
     """
     timeout = _limit(timeout)
-    tokenizer = tokenizer or getattr(engine, "tokenizer", None)  # only multi-turn episodes render turns
-    eos_ids = set(getattr(engine, "eos_ids", None) or ({tokenizer.eos_token_id} if tokenizer is not None else ()))
+    tokenizer = tokenizer or engine.tokenizer  # only multi-turn episodes render turns
+    eos_ids = set(engine.eos_ids)
     limits = env.limits
     budget = limits.max_total_tokens or 1 << 62  # 0: turns x max_new_tokens bound the policy's tokens anyway
     turn_params = dataclasses.replace(params, stop=tuple(params.stop) + tuple(env.stop),
                                       max_new_tokens=min(params.max_new_tokens, budget))
     errors: list = []
-    resets = [safe_reset(env, p, errors, timeout) for p in problems]
+    resets = _reset_all(env, problems, errors, timeout)
     states = [state for state, _ in resets]
     starts = [_start_problem(s) if not env.single_turn and failed is None else p
               for (s, failed), p in zip(resets, problems)]
-    # engines that can continue a sequence without recomputing it (HF: a KV prefix cache) keep every row's
-    # keys and values for the next turn; the cache lives for this call only (the weights change after it)
-    cache = engine.prefix_cache() if not env.single_turn and hasattr(engine, "prefix_cache") else None
+    # engines that can continue a sequence without recomputing it (HF: a KV prefix cache; None elsewhere) keep
+    # every row's keys and values for the next turn; the cache lives for this call only (the weights change after it)
+    cache = engine.prefix_cache() if not env.single_turn else None
     extra = {"cache": cache} if cache is not None else {}
     groups = engine.generate(starts, turn_params, **extra)
     episodes: list[list[Episode]] = []

@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rlvr.engines.base import EngineBase
 from rlvr.types import Sample, Verdict
 
 __all__ = ["Hack", "HACKS", "run_hacks", "YesEngine"]
@@ -290,10 +291,13 @@ HACKS: list[Hack] = [
 ]
 
 
-class YesEngine:
+class YesEngine(EngineBase):
     """A rollout engine whose every answer is "yes": only the verifier's own guards can say no."""
 
-    def generate(self, problems: Any, params: Any) -> list[list[Sample]]:
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def generate(self, problems: Any, params: Any, prefixes: Any = None, cache: Any = None) -> list[list[Sample]]:
         return [[Sample(p.id, [], [], [], "yes", "stop")] for p in problems]
 
     def sync_weights(self, model: Any) -> None:

@@ -148,3 +148,22 @@ def test_the_registry_refuses_an_engine_that_lacks_a_member(tiny_tokenizer):
     finally:
         ENGINES.unregister("test_incomplete")
         ENGINES.unregister("test_not_callable")
+
+
+class _AnsweringLLM(_FakeLLM):
+    def generate(self, requests, sp, use_tqdm=True):
+        comp = SimpleNamespace(token_ids=[5], index=0, finish_reason="stop",
+                               logprobs=[{5: SimpleNamespace(logprob=-1.0)}])
+        return [SimpleNamespace(outputs=[comp]) for _ in requests]
+
+
+def test_vllm_reports_its_call_and_refuses_a_prefix_cache(tiny_tokenizer):
+    eng = VLLMEngine(tokenizer=tiny_tokenizer, llm=_AnsweringLLM(), sampling_params_cls=SimpleNamespace)
+    seen = []
+    eng.on_chunk = lambda done, total: seen.append((done, total))
+    probs = [Problem(f"p{i}", "What is 1 + 2?", "3") for i in range(3)]
+    groups = eng.generate(probs, SamplingParams(n=1, max_new_tokens=2, seed=0), prefixes=[[7], [8, 9], "x"])
+    assert [g[0].completion_ids for g in groups] == [[5]] * 3 and seen == [(3, 3)]
+    assert groups[1][0].prompt_ids[-2:] == [8, 9]  # token in: the trajectory's own ids end the prompt
+    with pytest.raises(ValueError, match="no prefix cache"):
+        eng.generate(probs, SamplingParams(n=1), cache=object())

@@ -277,6 +277,10 @@ def run_episodes(engine, env: Environment, problems: list[Problem], params: Samp
     environment's steps added to ``timing["env_s"]`` (verification, tool calls).  ``timeout``: seconds each
     call of the environment may take (:data:`DEFAULT_TIMEOUT_S` when None; 0: no limit).
     """
+    if getattr(env, "serves_agents", False):  # env.name=agent: agents drive the episodes through rlvr.serve
+        from rlvr.serve.agents import run_agent_episodes
+
+        return run_agent_episodes(engine, env, problems, params, tokenizer, timing, timeout)
     timeout = _limit(timeout)
     tokenizer = tokenizer or engine.tokenizer  # only multi-turn episodes render turns
     eos_ids = set(engine.eos_ids)

@@ -169,7 +169,9 @@ class EpisodeRecording:
         """The training sample: the last segment (see the module doc).  An episode that was served nothing gets
         its problem's prompt and one masked end-of-sequence token (nothing to train on, reward as given)."""
         base = {"requests": self.requests, "segments": len(self.segments), "non_extending": self.non_extending,
-                "retemplated": self.retemplated, "turn_rewards": [float(reward)], **info}
+                "retemplated": self.retemplated, **info}
+        turns = len(self.segments[-1].turn_ends) if self.segments else 0
+        base["turn_rewards"] = [0.0] * max(0, turns - 1) + [float(reward)]  # the outcome comes after the last turn
         if not self.segments:
             return Sample(self.problem.id, list(fallback_prompt), [eos_id], [0.0], "", "stop", self.group_index,
                           mask=[0], info={"turns": 0, "turn_ends": [], **base}, verdict=verdict, env_return=reward)

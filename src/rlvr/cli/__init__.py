@@ -36,7 +36,7 @@ from rlvr.cli._common import Parser, add_common, error, plugin_modules
 
 __all__ = ["VERBS", "DESCRIPTION", "build_parser", "main"]
 
-VERBS = ("train", "sft", "rft", "pipeline", "seeds", "eval", "config", "verify", "search", "compare", "contamination", "export", "rm")
+VERBS = ("train", "sft", "rft", "pipeline", "seeds", "eval", "config", "verify", "search", "compare", "contamination", "export", "rm", "serve")
 """The commands, by module name under ``rlvr.cli``, in the order ``rlvr --help`` lists them."""
 
 DESCRIPTION = """``rlvr`` command line: a thin layer that parses config and calls the library.
@@ -55,6 +55,7 @@ DESCRIPTION = """``rlvr`` command line: a thin layer that parses config and call
     rlvr contamination TRAIN EVAL                n-gram overlap of a training task and an eval set
     rlvr export CHECKPOINT OUT [--gguf]          a checkpoint as a plain HF model dir (LoRA merged)
     rlvr rm train [CONFIG.yaml] [key=value ...]  an outcome / process reward model on own samples
+    rlvr serve MODEL [--port 8000]               an OpenAI-compatible chat endpoint for a model
 
 Every config key can be overridden with a dotted ``key=value``: ``rlvr train --help``
 lists the settings by section and every registered component, ``--help-all`` every key

@@ -20,7 +20,7 @@ import time
 from rlvr.serve.backend import Backend
 from rlvr.serve.chat import ApiError, error_json, parse_request
 
-__all__ = ["create_app", "Server", "ServeError", "SERVE_MISSING"]
+__all__ = ["create_app", "Server", "ServeError", "SERVE_MISSING", "bind", "check_installed"]
 
 SERVE_MISSING = "the OpenAI-compatible endpoint needs FastAPI and uvicorn: pip install 'rlvr[serve]'"
 
@@ -114,6 +114,23 @@ def create_app(backend: Backend):
     return app
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port), or :class:`ServeError` in one line."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        why = "the port is in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        raise ServeError(f"cannot serve on {host}:{port}: {why} (choose another port; 0 picks a free one)") from None
+    return sock
+
+
+def check_installed() -> None:
+    """:class:`ServeError` naming the pip line when FastAPI or uvicorn is missing."""
+    _web()
+
+
 class Server:
     """``backend``'s app served by uvicorn on a daemon thread; :meth:`start` returns once it accepts."""
 
@@ -132,17 +149,11 @@ class Server:
         """The base URL an agent's OpenAI client is given for episode ``episode_id``."""
         return f"{self.url}/v1/episodes/{episode_id}"
 
-    def start(self, timeout: float = 30.0) -> "Server":
+    def start(self, timeout: float = 30.0, sock: socket.socket | None = None) -> "Server":
+        """Serve on ``sock`` (from :func:`bind`) or on a socket bound to the backend's host and port."""
         _, uvicorn = _web()
         app = create_app(self.backend)
-        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as e:
-            sock.close()
-            why = "the port is in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
-            raise ServeError(f"cannot serve on {self.host}:{self.port}: {why} (choose another port; 0 picks a "
-                             "free one)") from None
+        sock = sock or bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)

@@ -2,9 +2,9 @@
 
 Importing this package registers the built-in environments in :data:`ENVIRONMENTS`:
 ``single_turn`` (a task plus ``reward.verifier``, the default), ``tools`` (calculator /
-sandboxed Python tool use), ``search`` (BM25 retrieval over a local corpus), ``retry`` ("try again" feedback) and ``code_feedback`` (a failing function
-sandboxed Python tool use), ``retry`` ("try again" feedback), ``agent`` (an agent using the policy through an OpenAI-compatible
-endpoint, :mod:`rlvr.envs.agent`) and ``code_feedback`` (a failing function
+sandboxed Python tool use), ``search`` (BM25 retrieval over a local corpus), ``retry`` ("try again" feedback),
+``agent`` (an agent using the policy through an OpenAI-compatible endpoint, :mod:`rlvr.envs.agent`),
+``verifiers`` and ``openenv`` (adapters to those ecosystems) and ``code_feedback`` (a failing function
 is answered with the failing test or error).  Procedural tasks
 (reasoning-gym datasets) are tasks (``task.name=reasoning_gym``) scored by their own
 verifier; the live curriculum is :mod:`rlvr.tasks.curriculum`.

@@ -40,7 +40,8 @@ def load_entry(spec: str) -> Callable[..., Any]:
     try:
         obj: Any = importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 - any import failure is the user's entry point
-        raise ValueError(f"env.params.entry: cannot import {module!r}: {type(e).__name__}: {e}") from None
+        hint = " (is its directory on PYTHONPATH?)" if isinstance(e, ModuleNotFoundError) else ""
+        raise ValueError(f"env.params.entry: cannot import {module!r}: {type(e).__name__}: {e}{hint}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"env.params.entry: module {module!r} has no {attr!r}")
@@ -53,23 +54,26 @@ def load_entry(spec: str) -> Callable[..., Any]:
 class AgentEnvironment(Environment):
     """Episodes driven by an agent through the policy's endpoint (see the module doc).
 
+    From Python, ``agent=`` takes the callable itself instead of an ``entry`` name.
+
     ``serves_agents`` tells the rollout layer to run these episodes with :mod:`rlvr.serve` instead of
     ``reset`` / ``step``; ``limits.max_turns`` is the number of requests one episode may make.
     """
 
     serves_agents = True
 
-    def __init__(self, verifier, *, entry: str | None, command: list[str] | None, agent_timeout_s: float,
-                 concurrency: int, max_requests: int, host: str, port: int, batch_window_s: float,
-                 max_batch: int, max_request_bytes: int):
-        if (entry is None) == (command is None):
+    def __init__(self, verifier, *, entry: str | None = None, command: list[str] | None = None,
+                 agent: Callable[..., Any] | None = None, agent_timeout_s: float = 300.0, concurrency: int = 64,
+                 max_requests: int = 32, host: str = "127.0.0.1", port: int = 0, batch_window_s: float = 0.005,
+                 max_batch: int = 64, max_request_bytes: int = 1 << 20):
+        if sum(x is not None for x in (entry, command, agent)) != 1:
             raise ValueError("env.params: give the agent as entry: 'module:function' or command: [program, ...] "
                              "(exactly one)")
         if command is not None and (not command or not all(isinstance(c, str) and c for c in command)):
             raise ValueError("env.params.command: a non-empty list of strings")
         self.verifier = verifier
-        self.entry = entry
-        self.agent = load_entry(entry) if entry is not None else None
+        self.entry = entry or (None if agent is None else getattr(agent, "__qualname__", repr(agent)))
+        self.agent = load_entry(entry) if entry is not None else agent
         self.is_async = self.agent is not None and inspect.iscoroutinefunction(self.agent)
         self.command = list(command) if command is not None else None
         self.agent_timeout_s = agent_timeout_s

@@ -132,9 +132,13 @@ def test_training_two_steps_with_agents(tmp_path, tiny_tokenizer):
 
     model = make_model(tiny_tokenizer)
     before = {k: v.clone() for k, v in model.state_dict().items()}
+    serve_agents.CALLS.clear()
     cfg = tiny_run_config(tmp_path, "env.name=agent", "env.params={entry: 'serve_agents:two_turns'}",
-                          "train.steps=2", "train.threads=1")
-    train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(PROBLEMS, PROBLEMS[:1]), verifier=_even)
+                          "train.steps=2", "train.threads=1", "eval.after_training=true", "eval.num_problems=1",
+                          "eval.max_new_tokens=4")
+    summary = train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(PROBLEMS, PROBLEMS[:1]), verifier=_even)
+    assert summary["eval_after"]["greedy"]["n"] == 1  # the held-out problem, through the agent too
+    assert len(serve_agents.CALLS) == 2 * 2 * 4 + 1 and serve_agents.CALLS[-1][1] == PROBLEMS[0].id
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["env/turns"] == 2 and r["env/requests"] == 2 and r["env/agent_errors"] == 0 for r in rows)

@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import time
+import weakref
 from numbers import Real
 from typing import Any
 
@@ -33,18 +34,18 @@ log = logging.getLogger(__name__)
 
 
 def endpoint_for(env, engine, tokenizer, params: SamplingParams):
-    """The endpoint of ``env`` (started at the first call; restarted for another engine), sampling at ``params``."""
+    """The endpoint of ``env`` (started at its first call, stopped when ``env`` is collected), serving ``engine``
+    (the training engine, or an evaluation one) at ``params``."""
     from rlvr.serve.app import Server
 
     server = getattr(env, "_rlvr_server", None)
-    if server is None or server.backend.engine is not engine:
-        if server is not None:
-            server.stop("the engine changed")
+    if server is None:
         opts = ServeOptions(**env.serve)
         backend = Backend(engine, tokenizer, params, opts, episodes_only=True, max_requests=env.max_requests)
         server = Server(backend).start()
         env._rlvr_server = server
-    server.backend.params = params
+        weakref.finalize(env, server.stop, "the run has stopped")  # the port is freed with the environment
+    server.backend.use(engine, tokenizer, params)
     return server
 
 

@@ -89,6 +89,16 @@ class Backend:
         self._timer: asyncio.TimerHandle | None = None
         self.generate_calls = 0
 
+    def use(self, engine, tokenizer=None, params: SamplingParams | None = None) -> None:
+        """Serve ``engine`` (its tokenizer unless given) at ``params`` from now on; call it between episodes."""
+        if engine is not self.engine:
+            self.engine, self.tokenizer = engine, tokenizer or engine.tokenizer
+            eos = getattr(engine, "eos_ids", None) or {self.tokenizer.eos_token_id}
+            self.eos_ids = {int(i) for i in eos if i is not None}
+            self.cache = engine.prefix_cache() if hasattr(engine, "prefix_cache") else None
+        if params is not None:
+            self.params = params
+
     # ------------------------------------------------------------------ episodes (called from any thread)
     def open_episode(self, problem: Problem, group_index: int = 0) -> str:
         """A new episode on ``problem``; returns its id (the agent's base URL ends with it)."""

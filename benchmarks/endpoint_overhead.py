@@ -7,8 +7,9 @@ endpoint it is an agent per episode on the stock ``openai`` client making the sa
 each extending the one before (:func:`rlvr.serve.agents.run_agent_episodes`: HTTP, JSON, batching within
 ``--batch-window`` seconds, recording).  Both arms sample the same distribution with the same engine; each
 arm's generated tokens per second is the policy tokens of its episodes over its wall time (best of
-``--repeats``, arms alternating, after one untimed run of each: imports and the endpoint's start are left out).  Prints both rates and their ratio (in-process / endpoint; the target
-is <= 1.3).
+``--repeats``, arms alternating, after one untimed run of each: imports and the endpoint's start are left
+out).  Prints both rates and their ratio (in-process / endpoint; the target is <= 1.3).  The agents' own
+costs (an ``openai`` client per episode, JSON) count against the endpoint, as they would in training.
 
     python benchmarks/endpoint_overhead.py [--model smollm2-135m-instruct] [--problems 8] [--n 4] [--turns 3]
     python benchmarks/endpoint_overhead.py --smoke     # the tiny random model, a few tokens: checks it runs

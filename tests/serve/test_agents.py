@@ -115,14 +115,36 @@ def test_a_program_agent_gets_the_endpoint_in_its_environment(tiny_tokenizer, tm
     ({"entry": "serve_agents"}, "is not 'module:function'"),
     ({}, "exactly one"),
     ({"entry": "serve_agents:raises", "agent_timeout_s": 0}, "env.params.agent_timeout_s"),
+    ({"entry": "serve_agents:raises", "port": "TAKEN"}, "env.params.port: cannot serve on 127.0.0.1:TAKEN: the "
+                                                        "port is in use"),
 ])
 def test_a_bad_agent_fails_at_config_load_in_one_line(tmp_path, params, message):
     from conftest import tiny_run_config
 
+    from rlvr.serve.app import bind
+
+    taken = bind("127.0.0.1", 0)
+    port = taken.getsockname()[1]
+    taken.listen()
+    params = {k: port if v == "TAKEN" else v for k, v in params.items()}
     flow = "{" + ", ".join(f"{k}: {v!r}" for k, v in params.items()) + "}"
-    with pytest.raises(ConfigError, match="env") as e:
-        tiny_run_config(tmp_path, "env.name=agent", f"env.params={flow}")
-    assert message in str(e.value) and "\n" not in str(e.value)
+    try:
+        with pytest.raises(ConfigError, match="env") as e:
+            tiny_run_config(tmp_path, "env.name=agent", f"env.params={flow}")
+    finally:
+        taken.close()
+    assert message.replace("TAKEN", str(port)) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_missing_extra_fails_at_config_load(tmp_path, monkeypatch):
+    import importlib.util
+
+    from conftest import tiny_run_config
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"uvicorn not installed\): pip install 'rlvr\[serve\]'"):
+        tiny_run_config(tmp_path, "env.name=agent", "env.params={entry: 'serve_agents:raises'}")
 
 
 def test_training_two_steps_with_agents(tmp_path, tiny_tokenizer):

@@ -22,8 +22,11 @@ own episode, with reward 0 and a counted error (``env/agent_errors``, ``env/agen
 
 from __future__ import annotations
 
+import errno
 import importlib
+import importlib.util
 import inspect
+import socket
 from typing import Any, Callable
 
 from rlvr.envs.base import ENVIRONMENTS, Environment, EpisodeState, Limits, Reply
@@ -49,6 +52,18 @@ def load_entry(spec: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ValueError(f"env.params.entry: {spec!r} is not callable")
     return obj
+
+
+def _check_port(host: str, port: int) -> None:
+    """ValueError (one line) when ``host:port`` cannot be bound now (checked when the config loads)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        why = "the port is in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        raise ValueError(f"env.params.port: cannot serve on {host}:{port}: {why} (0 picks a free port)") from None
+    finally:
+        sock.close()
 
 
 class AgentEnvironment(Environment):
@@ -116,6 +131,12 @@ def agent_env(verifier, tokenizer, *, entry: str | None = None, command: list[st
                              f"got {value}")
     if not 0 <= port <= 65535:
         raise ValueError(f"env.params.port: must be in [0, 65535] (0: a free port), got {port}")
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ValueError(f"env.name=agent serves the policy with FastAPI and uvicorn ({', '.join(missing)} not "
+                         "installed): pip install 'rlvr[serve]'")
+    if port:
+        _check_port(host, port)
     return AgentEnvironment(verifier, entry=entry, command=command, agent_timeout_s=agent_timeout_s,
                             concurrency=concurrency, max_requests=max_requests, host=host, port=port,
                             batch_window_s=batch_window_s, max_batch=max_batch, max_request_bytes=max_request_bytes)

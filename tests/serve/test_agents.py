@@ -165,3 +165,17 @@ def test_training_two_steps_with_agents(tmp_path, tiny_tokenizer):
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["env/turns"] == 2 and r["env/requests"] == 2 and r["env/agent_errors"] == 0 for r in rows)
     assert any(not (before[k] == v).all() for k, v in model.state_dict().items())
+
+
+def test_the_documented_agent_runs(tmp_path, tiny_tokenizer, monkeypatch):
+    """docs/agents.md's example agent, as written there, runs episodes of two requests."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    code = re.search(r"```python\n(# my_agent\.py\n.*?)```", doc, re.S).group(1)
+    (tmp_path / "my_agent_doc.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    groups = _run(_env(entry="my_agent_doc:solve"), tiny_tokenizer, n=1)
+    assert [(s.info["requests"], s.info["turns"], s.info["end"]) for (s,) in groups] == [(2, 2, "done")] * 3
+    assert all(s.verdict.reason == "even length" for (s,) in groups)

@@ -83,7 +83,7 @@ def _guard(fn, *args) -> tuple[str, Any]:
         return "ok", fn(*args)
     except subprocess.TimeoutExpired:
         return "timeout", None
-    except Exception as e:  # noqa: BLE001 - a failing agent ends its own episode only
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - a failing agent ends its own episode only
         return "error", f"{type(e).__name__}: {e}"
 
 
@@ -96,7 +96,7 @@ async def _run_async(env, jobs: list[tuple[str, str, Problem]]) -> list[tuple[st
                 return "ok", await asyncio.wait_for(env.agent(url, problem), env.agent_timeout_s)
             except asyncio.TimeoutError:
                 return "timeout", None
-            except Exception as e:  # noqa: BLE001
+            except (Exception, SystemExit) as e:  # noqa: BLE001
                 return "error", f"{type(e).__name__}: {e}"
 
     return await asyncio.gather(*(one(url, p) for url, _, p in jobs))

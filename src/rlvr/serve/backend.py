@@ -203,7 +203,11 @@ class Backend:
             key = (params.n, params.max_new_tokens, params.temperature, params.top_p, tuple(params.stop),
                    params.seeds is not None)
             self._submit(_Job(rec, plan, params, stops, future, key))
-            sample_group: list[Sample] = await future
+            try:
+                sample_group: list[Sample] = await future
+            except ApiError:
+                self._check_open()  # stopped meanwhile: 503, not the engine's failure
+                raise
             self._check_open()
             choices, served = [], None
             for i, s in enumerate(sample_group):

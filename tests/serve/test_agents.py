@@ -8,7 +8,7 @@ import time
 import pytest
 
 import serve_agents
-from helpers import SpyEngine, hf_engine
+from serve_helpers import SpyEngine, hf_engine
 from rlvr.config import ConfigError
 from rlvr.engines import SamplingParams
 from rlvr.envs import build_environment

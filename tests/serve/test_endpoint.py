@@ -9,7 +9,7 @@ import openai
 import pytest
 import torch
 
-from helpers import ScriptedEngine, SpyEngine, hf_engine, tool_tokenizer
+from serve_helpers import ScriptedEngine, SpyEngine, hf_engine, tool_tokenizer
 from rlvr.engines import SamplingParams
 from rlvr.learner.batching import collate
 from rlvr.serve import Backend, ServeOptions

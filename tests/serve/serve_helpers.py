@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rlvr.engines import EngineBase
 from rlvr.engines.hf import HFEngine, format_prompt, with_prefixes
 from rlvr.models.tiny import CHARS
 from rlvr.types import Sample
@@ -36,11 +37,12 @@ def tool_tokenizer():
     return tok
 
 
-class SpyEngine:
+class SpyEngine(EngineBase):
     """Wraps an engine and keeps every call's samples (the ids and log-probs the engine produced and consumed)."""
 
     def __init__(self, engine):
-        self.inner, self.tokenizer, self.eos_ids = engine, engine.tokenizer, engine.eos_ids
+        super().__init__(engine.tokenizer, eos_ids=engine.eos_ids)
+        self.inner = engine
         self.calls: list[list[list[Sample]]] = []
 
     def prefix_cache(self):
@@ -59,16 +61,16 @@ class SpyEngine:
         return [s for call in self.calls for group in call for s in group]
 
 
-class ScriptedEngine:
+class ScriptedEngine(EngineBase):
     """An engine whose completions are given texts (then the end-of-sequence token), with made-up log-probs;
-    its prompts are rendered as the HF engine renders them."""
+    its prompts are rendered as the HF engine renders them.  No prefix cache (the contract's "unsupported")."""
 
     def __init__(self, tokenizer, script: list[str]):
-        self.tokenizer, self.script = tokenizer, list(script)
-        self.eos_ids = {tokenizer.eos_token_id}
+        super().__init__(tokenizer, eos_ids={tokenizer.eos_token_id})
+        self.script = list(script)
         self.samples: list[Sample] = []
 
-    def generate(self, problems, params, prefixes=None):
+    def generate(self, problems, params, prefixes=None, cache=None):
         prompts = [format_prompt(self.tokenizer, p) for p in problems]
         if prefixes is not None:
             prompts = with_prefixes(self.tokenizer, prompts, prefixes)

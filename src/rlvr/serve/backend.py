@@ -78,12 +78,11 @@ class Backend:
         self.options = options or ServeOptions()
         self.episodes_only = episodes_only
         self.max_requests = max_requests
-        eos = getattr(engine, "eos_ids", None) or {self.tokenizer.eos_token_id}
-        self.eos_ids = {int(i) for i in eos if i is not None}
+        self.eos_ids = {int(i) for i in engine.eos_ids}  # the engine contract (rlvr.engines.RolloutEngine)
         self.episodes: dict[str, EpisodeRecording] = {}
         self.stopped: str | None = None
         self.lock = threading.Lock()
-        self.cache = engine.prefix_cache() if hasattr(engine, "prefix_cache") else None
+        self.cache = engine.prefix_cache()  # None where the engine has none
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rlvr-serve-engine")
         self._pending: list[_Job] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -93,9 +92,8 @@ class Backend:
         """Serve ``engine`` (its tokenizer unless given) at ``params`` from now on; call it between episodes."""
         if engine is not self.engine:
             self.engine, self.tokenizer = engine, tokenizer or engine.tokenizer
-            eos = getattr(engine, "eos_ids", None) or {self.tokenizer.eos_token_id}
-            self.eos_ids = {int(i) for i in eos if i is not None}
-            self.cache = engine.prefix_cache() if hasattr(engine, "prefix_cache") else None
+            self.eos_ids = {int(i) for i in engine.eos_ids}
+            self.cache = engine.prefix_cache()
         if params is not None:
             self.params = params
 

@@ -168,12 +168,16 @@ def test_training_two_steps_with_agents(tmp_path, tiny_tokenizer):
 
 
 def test_the_documented_agent_runs(tmp_path, tiny_tokenizer, monkeypatch):
-    """docs/agents.md's example agent, as written there, runs episodes of two requests."""
+    """docs/agents.md's example agent, as written there (and copied into the README), runs episodes of two
+    requests."""
     import re
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text()
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "agents.md").read_text()
     code = re.search(r"```python\n(# my_agent\.py\n.*?)```", doc, re.S).group(1)
+    readme = re.search(r"```python\n(# my_agent\.py\n.*?)```", (root / "README.md").read_text(), re.S).group(1)
+    assert readme == code
     (tmp_path / "my_agent_doc.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     groups = _run(_env(entry="my_agent_doc:solve"), tiny_tokenizer, n=1)

@@ -132,6 +132,32 @@ def test_reference_likelihood_rlpr_by_hand():
         REWARD_SOURCES["reference_likelihood"](GroupInput(["a"], reference_logprobs=lp[:1]))
 
 
+def test_reference_log_likelihood_by_hand():
+    # sample 0: probs [0.5, 0.9], sample 1: [0.2, 0.4]; no reasoning: [0.3, 0.5]
+    lp = torch.log(T([[0.5, 0.9], [0.2, 0.4]]))
+    base = torch.log(T([0.3, 0.5]))
+    g = GroupInput(["a", "b"], reference="x", reference_logprobs=lp, reference_logprobs_no_reasoning=base)
+    src = REWARD_SOURCES["reference_likelihood"]
+    close(src(g, aggregate="mean_logprob", debias=False, clip=False).rewards,
+          [(math.log(0.5) + math.log(0.9)) / 2, (math.log(0.2) + math.log(0.4)) / 2])
+    close(src(g, aggregate="seq_logprob", debias=False, clip=False).rewards, [math.log(0.45), math.log(0.08)])
+    # debiased: the log-ratio against the reference without reasoning, log(0.45 / 0.15) and log(0.08 / 0.15)
+    close(src(g, aggregate="seq_logprob", clip=False).rewards, [math.log(3.0), math.log(0.08 / 0.15)])
+    with pytest.raises(ValueError, match="clip=false"):
+        src(g, aggregate="mean_logprob")
+
+
+def test_a_clipped_log_likelihood_is_refused_when_the_config_loads(tmp_path):
+    from rlvr.config import ConfigError, load_config
+    from rlvr.recipes.config import RunConfig
+
+    with pytest.raises(ConfigError, match="set clip=false"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.source=reference_likelihood",
+                                      "reward.source_params={aggregate: mean_logprob}"])
+    load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.source=reference_likelihood",
+                                  "reward.source_params={aggregate: mean_logprob, clip: false}"])
+
+
 def test_random_control_is_seeded():
     g = GroupInput(["."] * 64, key=(3, 1))
     a = REWARD_SOURCES["random"](g, p=0.25, seed=7).rewards

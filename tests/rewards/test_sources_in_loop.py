@@ -54,6 +54,14 @@ def test_every_source_trains_two_steps(tmp_path, source):
         assert all(0.0 <= float(x) <= 1.0 for _, s in r.seen for x in s.rewards)  # clipped debiased reward
 
 
+def test_the_reference_log_likelihood_trains_on_the_policys_mean_log_prob_of_the_reference(tmp_path):
+    r, rows = _run(tmp_path, "reward.source=reference_likelihood",
+                   "reward.source_params={aggregate: mean_logprob, debias: false, clip: false}")
+    for (_, scored), row in zip(r.seen, rows):
+        assert bool((scored.rewards < 0).all())  # log-probs of a reference the tiny policy does not know
+        assert float(scored.rewards.mean()) == pytest.approx(row["rlpr/prob_mean"], rel=1e-5)
+
+
 def test_majority_vote_rewards_are_the_hand_computed_majority_and_label_accuracy_is_logged(tmp_path):
     r, rows = _run(tmp_path, "reward.source=majority_vote")
     assert all("reward/pseudo_label_accuracy" in row and "ttrl/label_accuracy" in row for row in rows)

@@ -251,14 +251,17 @@ class ReferenceLikelihoodParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     aggregate: str = Field("mean_prob", description="mean_prob: mean token probability (RLPR); geo_mean: "
                                                     "exp(mean log-prob); seq_prob: the whole answer's "
-                                                    "probability (VeriFree)")
+                                                    "probability (VeriFree); mean_logprob / seq_logprob: the "
+                                                    "mean / sum of its log-probs (log-likelihood rewards; "
+                                                    "with clip=false)")
     debias: bool = Field(True, description="subtract the probability of the reference without reasoning (RLPR)")
     clip: bool = Field(True, description="clip the debiased reward to [0, 1] (RLPR)")
     std_threshold: float = Field(0.0, ge=0.0, description="drop the prompt (keep all False) when the group's "
                                                           "reward std is below this (RLPR's std filter; 0: off)")
 
 
-_AGGREGATES = ("mean_prob", "geo_mean", "seq_prob")
+_AGGREGATES = ("mean_prob", "geo_mean", "seq_prob", "mean_logprob", "seq_logprob")
+_LOG_AGGREGATES = ("mean_logprob", "seq_logprob")
 
 
 def _aggregate_ref(lp: Tensor, m: Tensor, how: str) -> Tensor:
@@ -269,6 +272,10 @@ def _aggregate_ref(lp: Tensor, m: Tensor, how: str) -> Tensor:
         return ((lp * m).sum(-1) / n).exp()
     if how == "seq_prob":
         return (lp * m).sum(-1).exp()
+    if how == "mean_logprob":
+        return (lp * m).sum(-1) / n
+    if how == "seq_logprob":
+        return (lp * m).sum(-1)
     raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {how!r}")
 
 
@@ -281,6 +288,11 @@ def reference_likelihood_source(group: GroupInput, *, aggregate: str = "mean_pro
         p_i  = 1/|y*| sum_j exp(lp_ij)                     (mean_prob, RLPR's length-normalised reward)
                exp(1/|y*| sum_j lp_ij)                      (geo_mean)
                exp(sum_j lp_ij)                             (seq_prob, VeriFree)
+               1/|y*| sum_j lp_ij  or  sum_j lp_ij          (mean_logprob / seq_logprob: the log-likelihood of the
+                                                             reference, as the likelihood-based rewards of
+                                                             Likelihood-Based Reward Designs compare; in
+                                                             (-inf, 0], so only with clip=false; debiased, the
+                                                             log-ratio against no reasoning)
         r_i  = clip(p_i - p_0, 0, 1)      with debias       (p_0: the same without reasoning, RLPR Eq. 6)
         keep = std_i(r) >= std_threshold                    (RLPR's std filter: drop prompts whose
                                                              rewards barely vary)
@@ -292,6 +304,9 @@ def reference_likelihood_source(group: GroupInput, *, aggregate: str = "mean_pro
     """
     if aggregate not in _AGGREGATES:
         raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
+    if aggregate in _LOG_AGGREGATES and clip:
+        raise ValueError(f"aggregate={aggregate} is a log-likelihood (at most 0): clipping it to [0, 1] leaves 0 or "
+                         "the debiased gain only; set clip=false")
     lp = group.reference_logprobs
     if lp is None:
         raise ValueError("reference_likelihood needs reference_logprobs [G, L]")
@@ -327,6 +342,9 @@ def reference_likelihood_source(group: GroupInput, *, aggregate: str = "mean_pro
 def _check_reference_likelihood(params: dict, **context) -> None:
     if params["aggregate"] not in _AGGREGATES:
         raise ValueError(f"aggregate must be one of {', '.join(_AGGREGATES)}, got {params['aggregate']!r}")
+    if params["aggregate"] in _LOG_AGGREGATES and params["clip"]:
+        raise ValueError(f"aggregate={params['aggregate']} is a log-likelihood (at most 0): set clip=false (clipping "
+                         "to [0, 1] would leave 0 or only the debiased gain)")
     _check_needs_reference(params, **context)
 
 

@@ -432,6 +432,22 @@ def test_prm_reward_is_the_aggregated_step_scores_of_the_process_reward_model(ti
     close(r.reward, [c + 0.5 * min(s) for c, s in zip([1, 0, 0], steps)])
 
 
+def test_posterior_grpo_gates_the_process_score_on_a_correct_outcome(tiny_model_dir):
+    """Posterior-GRPO (Fan et al. 2025): R = R_outcome + w * 1[correct] * R_process, by hand."""
+    from rlvr.rewards.models import ProcessRewardModel, split_steps
+
+    texts = ["1+1\n= 2\n\\boxed{2}", "so 3", "2\n\n\n4"]
+    g = _group([1, 0, 1], [5, 3, 4], texts)
+    params = {"path": str(tiny_model_dir), "step_tag": "#", "delimiter": "\n", "device": "cpu",
+              "only_when_correct": True}
+    r = _rubric({"kind": "verifier"}, {"kind": "prm", "weight": 0.5, "params": params}).score(g)
+    prm = ProcessRewardModel(str(tiny_model_dir), step_tag="#", delimiter="\n")
+    mins = [min(prm.score_steps(PROBLEM, split_steps(t, "\n"))) for t in texts]
+    assert all(m > 0 for m in mins)  # the wrong sample's process score exists and is dropped by the gate
+    close(r.parts["prm"], [mins[0], 0.0, mins[2]])
+    close(r.reward, [1 + 0.5 * mins[0], 0.0, 1 + 0.5 * mins[2]])
+
+
 def test_a_prm_path_that_is_not_a_causal_lm_is_refused_at_load(tmp_path, orm_dir):
     with pytest.raises(ConfigError, match=r"reward.functions\[1\].params: .*must be a causal LM"):
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[verifier, "

@@ -69,7 +69,7 @@ def _prm(path: str, device: str, opts: tuple) -> ProcessRewardModel:
 @reward_function("prm", scope="group", check=_check_prm)
 def prm_reward(path: str, aggregate: Literal["min", "last", "mean", "prod"] = "min", device: str = "auto",
                step_tag: str | None = None, good: str | None = None, bad: str | None = None,
-               delimiter: str | None = None) -> Callable[..., list[float]]:
+               delimiter: str | None = None, only_when_correct: bool = False) -> Callable[..., list[float]]:
     """A process reward model's step scores, aggregated into one score in [0, 1] per completion.
 
     ``path`` is a Math-Shepherd PRM directory (``rlvr rm train kind=prm`` writes one): each completion is split
@@ -78,6 +78,11 @@ def prm_reward(path: str, aggregate: Literal["min", "last", "mean", "prod"] = "m
     ``prod``).  The input format (step tag, good / bad tokens, delimiter) is the one its
     ``rlvr_reward_model.json`` records unless given.  For step scores as per-token credit instead of one
     score, see ``reward.process_prm``.
+
+    ``only_when_correct``: Posterior-GRPO's gate (Fan et al. 2025, "Posterior-GRPO: Rewarding Reasoning Processes in
+    Code Generation", Sec. 3: ``R = R_outcome + 1[outcome correct] * R_process``): the process score counts only for
+    a sample its verdict calls correct (0 otherwise, and the PRM is not asked), so a well-written wrong solution
+    earns nothing from its reasoning and the policy cannot trade correctness for process reward.
     """
     check_reward_model_dir(path, "prm")
     if aggregate not in AGGREGATIONS:
@@ -88,8 +93,9 @@ def prm_reward(path: str, aggregate: Literal["min", "last", "mean", "prod"] = "m
     defaults = {"step_tag": "ки", "good": "+", "bad": "-", "delimiter": "\n\n"}
     opts = tuple((k, v if v is not None else meta.get(k, defaults[k])) for k, v in given.items())
 
-    def score(problem, completions: list[str]) -> list[float]:
+    def score(problem, completions: list[str], correct) -> list[float]:
         model = _prm(path, device, opts + (("aggregate", aggregate),))
-        return [model.score(problem, c) for c in completions]
+        return [model.score(problem, c) if (not only_when_correct or float(ok) > 0) else 0.0
+                for c, ok in zip(completions, correct)]
 
     return score

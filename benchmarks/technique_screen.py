@@ -39,6 +39,7 @@ ARMS: dict[str, list[str]] = {
     "default": [],
     # rewards
     "unlikeliness": ["reward.functions=[verifier, {kind: unlikeliness, weight: 0.25}]"],
+    "kimi_length": ["reward.functions=[verifier, {kind: kimi_length, weight: 0.2}]"],
     # credit
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],

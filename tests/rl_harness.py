@@ -12,7 +12,7 @@ import torch
 from conftest import make_model, make_tokenizer
 from rlvr.learner.batching import collate, completion_start, policy_logprobs
 from rlvr.recipes.rl import RLRecipe
-from rlvr.types import Batch, Sample
+from rlvr.types import Batch, Problem, Sample, Verdict
 
 PROMPT = "What is 2+2?"
 
@@ -149,3 +149,27 @@ class Recorder(RLRecipe):
         scored = super().advantages(ro)
         self.seen = getattr(self, "seen", []) + [(ro, scored)]
         return scored
+
+
+LOOP_PROBLEMS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
+                 [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
+"""Eight training and three held-out problems whose answers are digits (for :func:`last_digit`)."""
+
+
+def last_digit(completion: str, answer: str, **_) -> Verdict:
+    """A verifier for the tiny model's random text: correct when the completion's last digit is the answer."""
+    digits = [c for c in completion if c.isdigit()]
+    got = digits[-1] if digits else None
+    return Verdict(float(got == answer), got, "last digit")
+
+
+def train_recorded(out, *overrides: str, steps: int = 2) -> Recorder:
+    """A :class:`Recorder` trained ``steps`` steps on :data:`LOOP_PROBLEMS` with :func:`last_digit` (tiny model,
+    6 new tokens, 2 prompts x 4 samples per step)."""
+    from conftest import tiny_run_config
+
+    tok = make_tokenizer()
+    r = Recorder(tiny_run_config(out, f"train.steps={steps}", "rollout.max_new_tokens=6", *overrides),
+                 model=make_model(tok, seed=0), tokenizer=tok, problems=LOOP_PROBLEMS, verifier=last_digit)
+    r.train()
+    return r

@@ -7,12 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import close, make_model, make_tokenizer, tiny_run_config
-from rl_harness import Recorder
+from conftest import close, make_tokenizer
+from rl_harness import LOOP_PROBLEMS, train_recorded
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
 from rlvr.rewards.functions.rm_ensemble import aggregate_ensemble
-from rlvr.types import Problem, Verdict
 
 
 def test_aggregates_by_hand():
@@ -43,28 +42,15 @@ def _orm(path: Path, seed: int) -> Path:
     return path
 
 
-PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
-         [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
-
-
-def _last_digit(completion: str, answer: str, **_) -> Verdict:
-    digits = [c for c in completion if c.isdigit()]
-    got = digits[-1] if digits else None
-    return Verdict(float(got == answer), got, "last digit")
-
-
 def test_the_worst_case_ensemble_trains_on_the_hand_computed_minimum(tmp_path):
     from rlvr.rewards.models import OutcomeRewardModel
 
     a, b = _orm(tmp_path / "rm_a", 11), _orm(tmp_path / "rm_b", 12)
-    tok = make_tokenizer()
     spec = (f"reward.functions=[verifier, {{kind: rm_ensemble, weight: 0.5, params: {{paths: ['{a}', '{b}'], "
             f"aggregate: min, device: cpu}}}}]")
-    r = Recorder(tiny_run_config(tmp_path / "run", "train.steps=2", "rollout.max_new_tokens=6", spec),
-                 model=make_model(tok, seed=0), tokenizer=tok, problems=PROBS, verifier=_last_digit)
-    r.train()
+    r = train_recorded(tmp_path / "run", spec)
     rms = [OutcomeRewardModel(str(p)) for p in (a, b)]
-    by_id = {p.id: p for p in PROBS[0]}
+    by_id = {p.id: p for p in LOOP_PROBLEMS[0]}
     took_b = 0
     for ro, scored in r.seen:
         sa = torch.tensor([rms[0].score(by_id[s.problem_id], s.text) for s in ro.samples])

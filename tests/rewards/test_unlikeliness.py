@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import close, make_model, make_tokenizer, tiny_run_config
-from rl_harness import Recorder
+from conftest import close
+from rl_harness import LOOP_PROBLEMS, train_recorded
 from rlvr.config import ConfigError, load_config
 from rlvr.recipes.config import RunConfig
 from rlvr.rewards.pipeline import GroupScores
@@ -68,22 +67,8 @@ def test_a_rarer_correct_sample_never_earns_less_and_no_incorrect_one_earns_anyt
                 assert float(reward[j]) >= float(reward[i]) - 1e-6
 
 
-PROBS = ([Problem(f"t{i}", prompt=f"{i}*3", answer=str(i % 3)) for i in range(8)],
-         [Problem(f"h{i}", prompt=f"{i}*7", answer=str(i % 3)) for i in range(3)])
-
-
-def _last_digit(completion: str, answer: str, **_) -> Verdict:
-    digits = [c for c in completion if c.isdigit()]
-    got = digits[-1] if digits else None
-    return Verdict(float(got == answer), got, "last digit")
-
-
 def test_through_the_recipe_the_training_reward_is_the_papers_formula(tmp_path: Path):
-    tok = make_tokenizer()
-    r = Recorder(tiny_run_config(tmp_path, "train.steps=2", "rollout.max_new_tokens=6",
-                                 "reward.functions=[verifier, {kind: unlikeliness, weight: 0.5}]"),
-                 model=make_model(tok, seed=0), tokenizer=tok, problems=PROBS, verifier=_last_digit)
-    r.train()
+    r = train_recorded(tmp_path, "reward.functions=[verifier, {kind: unlikeliness, weight: 0.5}]")
     assert all(len(ro.samples) == 2 * 4 for ro, _ in r.seen)  # 2 prompts x G = 4
     G = 4  # tiny_run_config's rollout.group_size
     penalised = 0

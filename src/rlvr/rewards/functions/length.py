@@ -9,7 +9,7 @@ from pydantic import PositiveInt
 from rlvr.rewards.rubric import reward_function
 from rlvr.rewards.shaping import soft_overlong_punishment
 
-__all__ = ["overlong_reward", "laser_reward_fn", "length_reward"]
+__all__ = ["overlong_reward", "laser_reward_fn", "length_reward", "kimi_length_reward"]
 
 
 def _check_overlong(params: dict[str, Any], *, max_new_tokens: int | None = None, **_: Any) -> None:
@@ -53,5 +53,28 @@ def length_reward() -> Callable[..., float]:
 
     def score(num_tokens: int, max_new_tokens: int) -> float:
         return -num_tokens / max_new_tokens
+
+    return score
+
+
+@reward_function("kimi_length", scope="group", tags={"bounded"})
+def kimi_length_reward() -> Callable[..., Any]:
+    """Kimi k1.5's length reward: within a group, shorter correct answers earn more, long wrong ones lose.
+
+    Kimi Team 2025 ("Kimi k1.5: Scaling Reinforcement Learning with LLMs", Sec. 2.3.3): with ``len_i`` the tokens of
+    completion i and ``min_len`` / ``max_len`` the group's shortest and longest,
+    ``lambda_i = 0.5 - (len_i - min_len) / (max_len - min_len)`` in [-0.5, 0.5], and the reward is ``lambda_i`` for
+    a correct completion and ``min(0, lambda_i)`` for a wrong one (a wrong answer is never paid for being short).
+    All 0 when every completion has the same length.  Kimi adds it with a weight that is warmed up from 0 during
+    training; here the weight is the function's rubric weight.
+    """
+    import torch
+
+    def score(lengths, correct):
+        lo, hi = float(lengths.min()), float(lengths.max())
+        if hi == lo:
+            return torch.zeros_like(lengths, dtype=torch.float32)
+        lam = 0.5 - (lengths.float() - lo) / (hi - lo)
+        return torch.where(correct > 0, lam, lam.clamp(max=0.0))
 
     return score

@@ -168,6 +168,12 @@ def run(ns) -> int:
         cache_dir=cfg.model.cache_dir, system_prompt=system_prompt,
         check_sampling={k: v for k, v in explicit.items() if v is not None}, option_names=EVAL_OPTION_NAMES,
         **sampling)
+    if ns.cot_prm:
+        try:
+            req.cot_check, req.cot_name = _cot_prm_check(ns.cot_prm, ns.cot_threshold, device)
+        except (ValueError, OSError) as e:
+            error(e)
+            return 2
     from rlvr.models.matmul import matmul_backend
 
     try:
@@ -178,6 +184,22 @@ def run(ns) -> int:
         return 2
     _print_eval(res)
     return 0
+
+
+def _cot_prm_check(path: str, threshold: float, device: str):
+    """``(check, name)`` for CoT-pass@k: a correct sample's reasoning is accepted when the PRM at ``path`` scores
+    its weakest step at least ``threshold`` (the PRM's input format from its ``rlvr_reward_model.json``)."""
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"--cot-threshold must be in [0, 1], got {threshold}")
+    from rlvr.rewards.models import ProcessRewardModel, check_reward_model_dir, prm_format
+
+    check_reward_model_dir(path, "prm")
+    prm = ProcessRewardModel(path, device=device, aggregate="min", **prm_format(path))
+
+    def check(problem, completion: str) -> bool:
+        return prm.score(problem, completion) >= threshold
+
+    return check, f"prm:{path} min step >= {threshold:g}"
 
 
 def _print_eval(res: dict) -> None:
@@ -200,6 +222,10 @@ def _print_eval(res: dict) -> None:
     t = res["timing"]
     print(f"samples in {res['samples_file']} ({res['generated_problems']} problems generated now); model load + "
           f"generation {t['generate_s']:.1f} s, scoring {t['score_s']:.2f} s, metrics {t['metrics_s']:.2f} s")
+    if "cot" in res:
+        c = res["cot"]
+        print(f"CoT-pass@{first} {fmt(c['pass@k'][first])} (answer right and reasoning accepted by {c['check']}: "
+              f"{c['accepted_share']:.0%} of {c['checked']} correct samples)")
     for line in res.get("warnings", []):
         print(f"rlvr: warning: {line}", file=sys.stderr)
     timeouts = res["verdict_reasons"].get("timeout", 0)
@@ -300,6 +326,9 @@ def add_parser(sub) -> None:
     g.add_argument("--verifier-timeout", type=float,
                    help="seconds per symbolic check before it counts as wrong (default: the verifier's, 5 for math)")
     g.add_argument("--k", help="k values for the metrics, e.g. 1,2,4,8 (default every k in 1..n)")
+    g.add_argument("--cot-prm", metavar="DIR", help="also CoT-pass@k: a correct sample counts only when this process "
+                                                    "reward model scores its weakest step >= --cot-threshold")
+    g.add_argument("--cot-threshold", type=float, default=0.5, help="--cot-prm's acceptance threshold (default 0.5)")
     g = p.add_argument_group("output")
     g.add_argument("--output", help="results JSON (default: next to the samples file, .results.json)")
     g.add_argument("--report", metavar="DIR", help="write results.json, PNG plots and report.html into DIR")

@@ -122,10 +122,44 @@ class EvalRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     option_names: dict[str, str] = field(default_factory=lambda: dict(API_OPTION_NAMES))
     """How messages name the caller's options (``samples_path`` -> ``--samples`` for ``rlvr eval``)."""
+    cot_check: Callable[[Problem, str], bool] | None = None
+    """A check of a correct sample's reasoning (``(problem, completion) -> ok``): with it, the results add
+    CoT-pass@k (:func:`cot_results`); ``rlvr eval --cot-prm DIR`` passes a PRM's min step score >= a threshold."""
+    cot_name: str = ""
+    """What ``cot_check`` is, for the results (e.g. ``prm:DIR >= 0.5``)."""
 
     def option(self, name: str) -> str:
         """The caller's name of the option ``name`` (a field of this request)."""
         return self.option_names.get(name, name)
+
+
+def cot_results(records, scored, check: Callable[[Problem, str], bool], name: str = "",
+                ks: Sequence[int] | None = None) -> dict[str, Any]:
+    """CoT-pass@k: pass@k where a sample counts only when its answer is correct *and* ``check`` accepts its
+    reasoning.
+
+    Wen et al. 2025 ("Reinforcement Learning with Verifiable Rewards Implicitly Incentivizes Correct Reasoning in
+    Base LLMs", Sec. 3): pass@k credits a right answer reached by wrong reasoning (a lucky guess, a cancelling
+    error); CoT-pass@k, the unbiased pass@k estimator with ``c`` = the samples whose answer and chain of thought
+    are both correct, does not.  The paper judges the chain with an LLM verifier; here any ``check`` does (a PRM's
+    weakest step over a threshold with ``rlvr eval --cot-prm``).  Only correct samples are checked.  Returns
+    ``{"check", "checked", "accepted_share", "pass@k": {k: {value, ci_low, ci_high}}}``.
+    """
+    import numpy as np
+
+    from rlvr.evaluate.metrics import compute_metrics
+
+    correct = np.asarray(scored.correct, dtype=bool)
+    ok = np.zeros_like(correct)
+    for i, rec in enumerate(records):
+        problem = Problem(id=rec.id, prompt=rec.prompt, answer=rec.answer)
+        for j, sample in enumerate(rec.samples[:correct.shape[1]]):
+            if correct[i, j]:
+                ok[i, j] = bool(check(problem, str(sample.get("text", ""))))
+    m = compute_metrics(correct & ok, scored.extracted, ks=ks)
+    checked = int(correct.sum())
+    return {"check": name, "checked": checked, "accepted_share": float(ok.sum() / checked) if checked else 0.0,
+            "pass@k": m["pass@k"]}
 
 
 def _model_dir_tag(model: str) -> str:
@@ -357,6 +391,10 @@ def run_eval(req: EvalRequest) -> dict[str, Any]:
     results = build_results(header, records, scored, ks=req.ks, examples=req.examples,
                             extra={"samples_file": str(req.samples_path), **req.extra})
     timing["metrics_s"] = time.perf_counter() - t0
+    if req.cot_check is not None:
+        t0 = time.perf_counter()
+        results["cot"] = cot_results(records, scored, req.cot_check, req.cot_name, ks=req.ks)
+        timing["cot_s"] = time.perf_counter() - t0
     results["timing"] = timing
     results["generated_problems"] = generated
     reasons = Counter(r.split(":")[0].strip() for row in scored.reasons for r in row)

@@ -21,9 +21,23 @@ from typing import Any, Sequence
 from rlvr.types import problem_text
 
 __all__ = ["AGGREGATIONS", "aggregate_step_scores", "split_steps", "OutcomeRewardModel", "ProcessRewardModel",
-           "orm_input_ids", "prm_input_ids", "check_reward_model_dir"]
+           "orm_input_ids", "prm_input_ids", "check_reward_model_dir", "prm_format"]
 
 AGGREGATIONS = ("min", "last", "mean", "prod")
+
+PRM_FORMAT_DEFAULTS = {"step_tag": "ки", "good": "+", "bad": "-", "delimiter": "\n\n"}
+"""Math-Shepherd's input format, used where a PRM directory's ``rlvr_reward_model.json`` does not say."""
+
+
+def prm_format(path: str, **given: str | None) -> dict[str, str]:
+    """A PRM's input format (``step_tag``, ``good``, ``bad``, ``delimiter``): each given value, else what
+    ``rlvr rm train`` recorded in ``path/rlvr_reward_model.json``, else :data:`PRM_FORMAT_DEFAULTS`."""
+    import json
+    from pathlib import Path
+
+    meta_file = Path(path) / "rlvr_reward_model.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+    return {k: given.get(k) if given.get(k) is not None else meta.get(k, d) for k, d in PRM_FORMAT_DEFAULTS.items()}
 
 
 def aggregate_step_scores(scores: Sequence[float], how: str = "min") -> float:

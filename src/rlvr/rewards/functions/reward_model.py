@@ -3,13 +3,12 @@ scores), each loaded once per process at its first call."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Callable, Literal
 
 from pydantic import PositiveInt
 
-from rlvr.rewards.models import AGGREGATIONS, OutcomeRewardModel, ProcessRewardModel, check_reward_model_dir
+from rlvr.rewards.models import (AGGREGATIONS, OutcomeRewardModel, ProcessRewardModel, check_reward_model_dir,
+                                 prm_format)
 from rlvr.rewards.rubric import reward_function
 
 __all__ = ["outcome_rm_reward", "prm_reward"]
@@ -87,11 +86,7 @@ def prm_reward(path: str, aggregate: Literal["min", "last", "mean", "prod"] = "m
     check_reward_model_dir(path, "prm")
     if aggregate not in AGGREGATIONS:
         raise ValueError(f"aggregate must be one of {AGGREGATIONS}, got {aggregate!r}")
-    meta_file = Path(path) / "rlvr_reward_model.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-    given = {"step_tag": step_tag, "good": good, "bad": bad, "delimiter": delimiter}
-    defaults = {"step_tag": "ки", "good": "+", "bad": "-", "delimiter": "\n\n"}
-    opts = tuple((k, v if v is not None else meta.get(k, defaults[k])) for k, v in given.items())
+    opts = tuple(prm_format(path, step_tag=step_tag, good=good, bad=bad, delimiter=delimiter).items())
 
     def score(problem, completions: list[str], correct) -> list[float]:
         model = _prm(path, device, opts + (("aggregate", aggregate),))

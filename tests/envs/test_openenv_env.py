@@ -106,3 +106,15 @@ def test_two_step_train_run(server, tmp_path, tiny_tokenizer):
     assert all(1 <= r["env/turns"] <= 3 and r["env/openenv_steps"] == r["env/turns"] for r in rows)
     assert all(r.get("env/env_errors", 0) == 0 for r in rows)
     assert 0 <= summary["eval_after"]["greedy"]["accuracy"] <= 1  # held-out episodes ran against the server
+
+
+def test_async_rollouts_play_against_the_server(server, tmp_path, tiny_tokenizer):
+    """The generator process (train.async_steps) opens its own sessions on the server."""
+    cfg = tiny_run_config(tmp_path, "train.steps=2", "task.name=openenv", "task.params={num_train: 8}",
+                          "task.num_heldout=1", "env.name=openenv",
+                          f"env.params={{base_url: '{server}', max_turns: 3}}", "rollout.max_new_tokens=4",
+                          "train.async_steps=1", "algorithm.is_correction=tis")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2] and [r["staleness"] for r in rows] == [0, 1]
+    assert all(r["env/openenv_steps"] == r["env/turns"] and r.get("env/env_errors", 0) == 0 for r in rows)

@@ -167,3 +167,14 @@ def test_two_step_train_run(tmp_path, tiny_tokenizer, taskset, turns):
     assert all(key in r and 0 <= r[key] <= 1 for r in rows)
     assert all(r["env/turns"] == turns for r in rows)
     assert 0 <= summary["eval_after"]["greedy"]["accuracy"] <= 1  # held-out episodes played the same program
+
+
+def test_the_two_turn_program_trains_with_async_rollouts(tmp_path, tiny_tokenizer):
+    """The generator process (train.async_steps) builds the verifiers environment itself and plays its program."""
+    cfg = tiny_run_config(tmp_path, "train.steps=2", "task.name=verifiers", "task.params={taskset: rlvr_test_vf_twoturn}",
+                          "task.num_heldout=1", "env.name=verifiers", "env.params={max_turns: 2}",
+                          "rollout.max_new_tokens=4", "train.async_steps=1", "algorithm.is_correction=tis")
+    train(cfg, model=make_model(tiny_tokenizer), tokenizer=tiny_tokenizer)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2] and [r["staleness"] for r in rows] == [0, 1]
+    assert all(r["env/turns"] == 2 and 0 <= r["env/vf/both"] <= 1 for r in rows)

@@ -183,3 +183,21 @@ def test_the_documented_agent_runs(tmp_path, tiny_tokenizer, monkeypatch):
     groups = _run(_env(entry="my_agent_doc:solve"), tiny_tokenizer, n=1)
     assert [(s.info["requests"], s.info["turns"], s.info["end"]) for (s,) in groups] == [(2, 2, "done")] * 3
     assert all(s.verdict.reason == "even length" for (s,) in groups)
+
+
+def test_agents_train_with_async_rollouts(tmp_path, tiny_tokenizer):
+    """The generator process (train.async_steps) runs the agents against its own endpoint: training goes on, and
+    every sample is a two-request episode."""
+    from conftest import make_model, tiny_run_config
+    from rlvr.recipes.rl import train
+    from rlvr.trackers import read_metrics
+
+    model = make_model(tiny_tokenizer)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = tiny_run_config(tmp_path, "env.name=agent", "env.params={entry: 'serve_agents:two_turns'}",
+                          "train.steps=2", "train.threads=1", "train.async_steps=1", "algorithm.is_correction=tis")
+    train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(PROBLEMS, PROBLEMS[:1]), verifier=_even)
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2] and [r["staleness"] for r in rows] == [0, 1]
+    assert all(r["env/requests"] == 2 and r["env/agent_errors"] == 0 for r in rows)
+    assert any(not (before[k] == v).all() for k, v in model.state_dict().items())

@@ -24,7 +24,8 @@ from rlvr.types import Problem, Verdict
 
 # options some estimators need here: required ones (the registry refuses them without), and pass@k's k,
 # whose default (4) does not fit the 2 samples per group used below
-REQUIRED = {"noisy_backward": "{rho0: 0.1, rho1: 0.1}", "noisy_forward": "{rho1: 0.1}", "passk": "{k: 2}"}
+REQUIRED = {"noisy_backward": "{rho0: 0.1, rho1: 0.1}", "noisy_forward": "{rho1: 0.1}", "passk": "{k: 2}",
+            "maxk": "{k: 1}"}  # groups of 2: maxk needs k <= G - 1
 MODES = {
     "in_process": [],
     "async": ["train.async_steps=1", "algorithm.is_correction=tis"],

@@ -142,3 +142,28 @@ def test_the_math_verifier_scores_numbers_and_names_as_the_task_needs():
     assert math("\\boxed{trardrarn}", "Trardrarn").score == 1.0  # names: case-insensitive
     assert math("\\boxed{Trardrarna}", "Trardrarn").score == 0.0  # a near-twin is wrong
     assert math("\\boxed{Vale Orrin}", "Orrin Vale").score == 0.0
+
+
+def test_a_response_offering_every_value_of_the_entry_earns_nothing():
+    """The cheapest hack on this task: search, then offer every number (or every name) the retrieved entry holds.
+    Property, over every shipped question whose entry holds at least two candidates of the answer's kind: boxing
+    them all, or listing them in one box, earns 0 from the task's verifier (reward.verifier=math)."""
+    from rlvr.verifiers import get_verifier
+
+    verify = get_verifier("math", timeout=5)
+    rows = {r["id"]: r for r in load_corpus()}
+    checked = 0
+    for q in corpus_questions(list(rows.values()))[::7]:  # every 7th question: all kinds, all templates
+        text = rows[q["entry"]]["text"]
+        if q["answer"].isdigit():
+            candidates = sorted(set(re.findall(r"\d+", text)))
+        else:
+            candidates = sorted(set(re.findall(r"\b[A-Z][a-z]+\b", text)))
+        if q["answer"] not in candidates or len(candidates) < 2:
+            continue
+        checked += 1
+        assert verify(f"\\boxed{{{q['answer']}}}", q["answer"]).score == 1.0, q  # the answer alone is paid
+        boxes = " or ".join(f"\\boxed{{{c}}}" for c in candidates)
+        assert verify(f"It is one of these: {boxes}.", q["answer"]).score == 0.0, q
+        assert verify(f"\\boxed{{{', '.join(candidates)}}}", q["answer"]).score == 0.0, q
+    assert checked > 300

@@ -719,7 +719,7 @@ class RLRecipe:
         if "values" in takes:  # PPO: the critic's value of every completion position (before this step's update)
             batch.values = inputs["values"] = critic_value_pass(self.critic, self.model, batch, self.learner_settings,
                                                                 self.device)
-        if "entropy" in takes or self.credit.wants_entropy:  # zero-variance groups shaped by it; the entropy gate
+        if self.credit.wants_entropy:  # the estimator takes it (RL-ZVP), or the entropy token gate is on
             inputs["entropy"] = policy_entropy(self.model, batch, self.learner_settings, self.device)
         if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask

@@ -52,3 +52,16 @@ async def async_hangs(base_url: str, problem) -> float:
 
 def returns_text(base_url: str, problem):
     return "correct!"
+
+
+def uneven_turns(base_url: str, problem) -> None:
+    """Three requests on problems whose id ends in 0, one otherwise, each after a pause of up to 30 ms."""
+    import random
+
+    client = openai.OpenAI(base_url=base_url, api_key="rlvr", max_retries=0)
+    messages = [{"role": "user", "content": problem.prompt}]
+    for _ in range(3 if problem.id.endswith("0") else 1):
+        time.sleep(random.uniform(0, 0.03))
+        reply = client.chat.completions.create(model="policy", messages=messages)
+        messages += [reply.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "and?"}]
+    return None

@@ -64,6 +64,18 @@ def test_agents_run_episodes_scored_by_the_verifier(tiny_tokenizer):
     assert m["env/turns"] == 2 and m["env/agent_errors"] == 0 and m["env/non_extending"] == 0
 
 
+def test_episodes_share_engine_calls_in_lockstep(tiny_tokenizer):
+    """The endpoint sends a call as soon as every open episode has a request waiting, and an agent that returned
+    closes its episode at once: 6 episodes (2 of 3 turns, 4 of 1) take 3 engine calls of 6, 2 and 2 requests,
+    without waiting out a 20 s batch window."""
+    spy = SpyEngine(hf_engine(tiny_tokenizer))
+    t0 = time.monotonic()
+    groups = _run(_env(entry="serve_agents:uneven_turns", batch_window_s=20.0), tiny_tokenizer, engine=spy)
+    assert time.monotonic() - t0 < 20
+    assert [len(call) for call in spy.calls] == [6, 2, 2]
+    assert [s.info["requests"] for g in groups for s in g] == [3, 3, 1, 1, 1, 1]
+
+
 def test_an_async_agent_returns_its_own_reward(tiny_tokenizer):
     groups = _run(_env(entry="serve_agents:async_reward"), tiny_tokenizer, n=1)
     for (s,) in groups:
@@ -165,7 +177,9 @@ def test_training_two_steps_with_agents(tmp_path, tiny_tokenizer):
     cfg = tiny_run_config(tmp_path, "env.name=agent", "env.params={entry: 'serve_agents:two_turns'}",
                           "train.steps=2", "train.threads=1", "eval.after_training=true", "eval.num_problems=1",
                           "eval.max_new_tokens=4")
-    summary = train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(PROBLEMS, PROBLEMS[:1]), verifier=_even)
+    # the endpoint's samples depend on how requests were batched, so the reward is one every group spreads
+    summary = train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(PROBLEMS, PROBLEMS[:1]),
+                    verifier=_text_hash)
     assert summary["eval_after"]["greedy"]["n"] == 1  # the held-out problem, through the agent too
     assert len(serve_agents.CALLS) == 2 * 2 * 4 + 1 and serve_agents.CALLS[-1][1] == PROBLEMS[0].id
     rows = read_metrics(tmp_path / "metrics.jsonl")

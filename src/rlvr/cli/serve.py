@@ -56,7 +56,8 @@ def add_parser(sub) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
     p.add_argument("--batch-window", type=float, default=0.005,
-                   help="seconds a request waits for others to share its generate call (default: %(default)s)")
+                   help="seconds a request waits at most for others to share its generate call (default: %(default)s; "
+                        "no episodes here, so no lockstep: keep it short for one user)")
     p.add_argument("--max-batch", type=int, default=64, help="requests per generate call at most")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (larger: 413)")
     p.add_argument("--model-name", default=None, help="the model id /v1/models lists (default: MODEL)")

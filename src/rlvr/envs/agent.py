@@ -79,7 +79,7 @@ class AgentEnvironment(Environment):
 
     def __init__(self, verifier, *, entry: str | None = None, command: list[str] | None = None,
                  agent: Callable[..., Any] | None = None, agent_timeout_s: float = 300.0, concurrency: int = 64,
-                 max_requests: int = 32, host: str = "127.0.0.1", port: int = 0, batch_window_s: float = 0.005,
+                 max_requests: int = 32, host: str = "127.0.0.1", port: int = 0, batch_window_s: float = 0.05,
                  max_batch: int = 64, max_request_bytes: int = 1 << 20):
         if sum(x is not None for x in (entry, command, agent)) != 1:
             raise ValueError("env.params: give the agent as entry: 'module:function' or command: [program, ...] "
@@ -116,7 +116,7 @@ class AgentEnvironment(Environment):
                            "answer; params entry or command, agent_timeout_s, concurrency, max_requests")
 def agent_env(verifier, tokenizer, *, entry: str | None = None, command: list[str] | None = None,
               agent_timeout_s: float = 300.0, concurrency: int = 64, max_requests: int = 32,
-              host: str = "127.0.0.1", port: int = 0, batch_window_s: float = 0.005, max_batch: int = 64,
+              host: str = "127.0.0.1", port: int = 0, batch_window_s: float = 0.05, max_batch: int = 64,
               max_request_bytes: int = 1 << 20) -> Environment:
     """``entry``: 'module:function' called as function(base_url, problem) (sync or async), returning a reward or
     None (reward.verifier scores the last answer); ``command``: a program run per episode (base URL and episode

@@ -87,10 +87,10 @@ def _guard(fn, *args) -> tuple[str, Any]:
         return "error", f"{type(e).__name__}: {e}"
 
 
-async def _run_async(env, jobs: list[tuple[str, str, Problem]]) -> list[tuple[str, Any]]:
+async def _run_async(env, jobs: list[tuple[str, str, Problem]], done) -> list[tuple[str, Any]]:
     sem = asyncio.Semaphore(env.concurrency)
 
-    async def one(url, problem):
+    async def one(url, eid, problem):
         async with sem:
             try:
                 return "ok", await asyncio.wait_for(env.agent(url, problem), env.agent_timeout_s)
@@ -98,20 +98,31 @@ async def _run_async(env, jobs: list[tuple[str, str, Problem]]) -> list[tuple[st
                 return "timeout", None
             except (Exception, SystemExit) as e:  # noqa: BLE001
                 return "error", f"{type(e).__name__}: {e}"
+            finally:
+                done(eid)
 
-    return await asyncio.gather(*(one(url, p) for url, _, p in jobs))
+    return await asyncio.gather(*(one(url, eid, p) for url, eid, p in jobs))
 
 
-def run_agents(env, jobs: list[tuple[str, str, Problem]]) -> list[tuple[str, Any]]:
+def _then(after, fn, *args) -> tuple[str, Any]:
+    try:
+        return _guard(fn, *args)
+    finally:
+        after()
+
+
+def run_agents(env, jobs: list[tuple[str, str, Problem]], done=None) -> list[tuple[str, Any]]:
     """Each job's ``(base_url, episode_id, problem)`` agent run: ``("ok", result)``, ``("error", why)`` or
-    ``("timeout", None)``, in order."""
+    ``("timeout", None)``, in order.  ``done(episode_id)`` is called as each agent returns (the runner closes
+    its episode then, so that the endpoint stops waiting for its requests)."""
+    done = done or (lambda eid: None)
     if env.is_async:
-        return asyncio.run(_run_async(env, jobs))
+        return asyncio.run(_run_async(env, jobs, done))
     if env.command is not None:
-        calls = [lambda u=u, e=e, p=p: _guard(_run_command, env, u, e, p) for u, e, p in jobs]
+        calls = [lambda u=u, e=e, p=p: _then(lambda: done(e), _run_command, env, u, e, p) for u, e, p in jobs]
         limit = env.agent_timeout_s + 10  # the child is killed at agent_timeout_s; this bounds the wait
     else:
-        calls = [lambda u=u, p=p: _guard(env.agent, u, p) for u, _, p in jobs]
+        calls = [lambda u=u, e=e, p=p: _then(lambda: done(e), env.agent, u, p) for u, e, p in jobs]
         limit = env.agent_timeout_s
     outs = call_all(calls, limit, workers=env.concurrency, name="rlvr-agent")
     return [("timeout", None) if o is TIMED_OUT else o for o in outs]
@@ -141,7 +152,7 @@ def run_agent_episodes(engine, env, problems: list[Problem], params: SamplingPar
             jobs.append((server.episode_url(eid), eid, p))
             where.append(i)
     try:
-        outs = run_agents(env, jobs)
+        outs = run_agents(env, jobs, lambda eid: backend.close_episode(eid, "its agent returned"))
     finally:
         recs = [backend.close_episode(eid, "its agent returned") for _, eid, _ in jobs]
         backend.reset_cache()  # the weights change after this call

@@ -8,10 +8,12 @@ works (the HF engine on CPU).  A request of an episode is recorded token in / to
 
 Batching.  While the engine works, the requests that arrive wait; when it is free, the waiting requests go
 into one call as soon as one of these holds: every open episode has a request waiting (the episodes move in
-lockstep, as the in-process runner's do), ``max_batch`` are waiting, or ``batch_window_s`` has passed since
-the newest arrived (at most ten windows since the oldest) and since the last call ended (so that the
-episodes just answered can send their next request in time to join the others).  Sending each window's
-requests to a queue of calls instead split 32 episodes of 3 turns into 19 to 43 calls, against 3 in process
+lockstep, as the in-process runner's do), ``max_batch`` are waiting, or the oldest has waited ``batch_window_s``
+(with episodes open: a quarter of the last call's time if longer, :data:`STRAGGLER_SHARE`) counted from its
+arrival or from the end of the last call, whichever is later (so that the episodes just answered, and agents
+still starting, can send their request in time to join the others).  Sending each window's requests to a
+queue of calls instead split 32 episodes of 3 turns into 19 to 43 calls, against 3 in process; a fixed
+0.05 s window still split them about one run in two, as agents took up to 0.6 s to start
 (``benchmarks/endpoint_overhead.py`` prints the endpoint's batch sizes).
 """
 
@@ -31,7 +33,11 @@ from rlvr.serve.chat import ApiError, ChatRequest, canonical, normalise_messages
 from rlvr.serve.recording import EpisodeRecording, Plan
 from rlvr.types import Problem, Sample
 
-__all__ = ["Backend", "ServeOptions"]
+__all__ = ["Backend", "ServeOptions", "STRAGGLER_SHARE"]
+
+STRAGGLER_SHARE = 0.25
+"""While episodes are open, a request waits for the others up to this share of the last engine call's time (or
+``batch_window_s`` if longer): the engine idles at most a quarter of a call for a batch that saves a call."""
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +50,8 @@ class ServeOptions:
     port: int = 0
     """0: a free port."""
     batch_window_s: float = 0.05
-    """Seconds a request waits at most for others to share its ``engine.generate`` call (less when every open
-    episode has a request waiting, or ``max_batch`` are)."""
+    """Seconds a request waits for others to share its ``engine.generate`` call (while episodes are open, a
+    quarter of the last call's time if longer; no wait once every open episode has a request waiting)."""
     max_batch: int = 64
     """Requests gathered into one call at most (a full batch is sampled at once)."""
     max_request_bytes: int = 1 << 20
@@ -98,6 +104,7 @@ class Backend:
         self._timer: asyncio.TimerHandle | None = None
         self._busy = False
         self._freed = 0.0  # event-loop time the last engine call ended
+        self._last_call_s = 0.0  # how long it took
         self.generate_calls = 0
         self.batch_sizes: list[int] = []
         """Requests per ``engine.generate`` call, in order (read and cleared by the runner for its metrics)."""
@@ -262,14 +269,9 @@ class Backend:
         self._pending.append(job)
         self._maybe_flush()
 
-    def _all_waiting(self) -> bool:
-        """Every open episode has a request waiting (no other request of this call's episodes can come first)."""
-        waiting = sum(j.episode is not None for j in self._pending)
-        if not waiting:
-            return False
+    def _open_episodes(self) -> int:
         with self.lock:
-            open_ = sum(not r.closed for r in self.episodes.values())
-        return waiting >= open_
+            return sum(not r.closed for r in self.episodes.values())
 
     def _maybe_flush(self) -> None:
         """Start an engine call for the waiting requests if the engine is free and one of the module doc's
@@ -277,9 +279,13 @@ class Backend:
         if self._busy or not self._pending:
             return
         loop = asyncio.get_running_loop()
-        window = self.options.batch_window_s
-        due = max(min(self._pending[-1].since + window, self._pending[0].since + 10 * window), self._freed + window)
-        if len(self._pending) >= self.options.max_batch or loop.time() >= due or self._all_waiting():
+        open_ = self._open_episodes()
+        waiting = sum(j.episode is not None for j in self._pending)
+        wait = self.options.batch_window_s
+        if open_:
+            wait = max(wait, STRAGGLER_SHARE * self._last_call_s)
+        due = max(self._pending[0].since, self._freed) + wait
+        if len(self._pending) >= self.options.max_batch or loop.time() >= due or (waiting and waiting >= open_):
             self._flush()
         elif self._timer is None:
             self._timer = loop.call_at(due, self._on_timer)
@@ -302,11 +308,13 @@ class Backend:
 
     async def _run(self, groups: list[list[_Job]]) -> None:
         loop = asyncio.get_running_loop()
+        t0 = loop.time()
         try:
             for jobs in groups:
                 await self._run_group(loop, jobs)
         finally:
             self._busy, self._freed = False, loop.time()
+            self._last_call_s = self._freed - t0
             self._maybe_flush()
 
     async def _run_group(self, loop, jobs: list[_Job]) -> None:

@@ -54,6 +54,7 @@ import torch
 from rlvr.distributed.settings import DistributedConfig
 from rlvr.engines.base import EngineBase, SamplingParams, eos_token_ids
 from rlvr.types import Problem, Sample
+from rlvr.utils.extras import require_extra
 
 __all__ = ["RAY_MISSING", "import_ray", "init_ray", "reserve", "EngineSpec", "RolloutWorker", "RayRolloutEngine",
            "LearnerActor", "ClusterRun", "run_bundles", "submit_to_cluster", "train_on_cluster", "shard_bounds",
@@ -66,11 +67,7 @@ RAY_MISSING = "distributed.backend=ray needs Ray, which is not installed: pip in
 
 def import_ray():
     """Import and return ``ray``, or raise ImportError naming the extra to install."""
-    try:
-        import ray  # noqa: PLC0415  (optional dependency, imported on demand)
-    except ImportError as e:
-        raise ImportError(RAY_MISSING) from e
-    return ray
+    return require_extra("ray", RAY_MISSING)
 
 
 def init_ray(address: str | None = None, num_cpus: int = 0):

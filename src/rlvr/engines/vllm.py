@@ -59,6 +59,7 @@ import torch
 from rlvr.engines.base import EngineBase, SamplingParams, eos_token_ids
 from rlvr.engines.hf import format_prompt, with_prefixes
 from rlvr.types import Problem, Sample
+from rlvr.utils.extras import require_extra
 
 __all__ = ["VLLMEngine", "import_vllm", "completion_text", "outputs_to_samples", "group_completions",
            "vllm_sampling_kwargs", "plain_state_dict", "VLLM_MISSING", "WeightSyncExtension", "WORKER_EXTENSION"]
@@ -71,11 +72,7 @@ VLLM_MISSING = ("rollout.engine=vllm needs vLLM, which is not installed: pip ins
 
 def import_vllm():
     """Import and return the ``vllm`` module, or raise ImportError naming the extra to install."""
-    try:
-        import vllm  # noqa: PLC0415  (optional dependency, imported on demand)
-    except ImportError as e:  # pragma: no cover - the message is what is tested
-        raise ImportError(VLLM_MISSING) from e
-    return vllm
+    return require_extra("vllm", VLLM_MISSING)
 
 
 def completion_text(tokenizer, ids: Sequence[int], stop: Sequence[str]) -> str:

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 from rlvr.envs import async_loop
 from rlvr.envs.base import ENVIRONMENTS, Environment, EpisodeState, Limits, Reply
 from rlvr.types import Problem, Verdict
+from rlvr.utils.extras import require_extra
 
 __all__ = ["OpenEnvEnvironment", "INSTALL_HINT", "observation_text"]
 
@@ -39,11 +40,7 @@ _RESERVED = ("done", "reward", "metadata")
 
 
 def _client_class():
-    try:
-        from openenv.core import GenericEnvClient
-    except ImportError as e:
-        raise ImportError(f"{INSTALL_HINT} ({e})") from None
-    return GenericEnvClient
+    return require_extra("openenv.core", INSTALL_HINT, cause=True).GenericEnvClient
 
 
 def observation_text(observation: Any, field: str | None) -> str:

@@ -26,6 +26,7 @@ from rlvr.envs.base import ENVIRONMENTS, Environment, Limits
 from rlvr.envs.tool_env import ToolEnvironment
 from rlvr.envs.tools import Tool
 from rlvr.tasks.search_qa import EXAMPLE_NAMES, load_corpus
+from rlvr.utils.extras import require_extra
 
 __all__ = ["SEARCH_MISSING", "require_bm25s", "BM25Index", "corpus_index", "search", "search_tool", "SEARCH_SYSTEM",
            "search_example"]
@@ -35,11 +36,7 @@ SEARCH_MISSING = "the search tool needs the bm25s package: pip install 'rlvr[sea
 
 def require_bm25s():
     """The ``bm25s`` module, or ImportError with the one line that says how to install it."""
-    try:
-        import bm25s  # noqa: PLC0415 (optional dependency)
-    except ImportError as e:
-        raise ImportError(SEARCH_MISSING) from e
-    return bm25s
+    return require_extra("bm25s", SEARCH_MISSING)
 
 
 class BM25Index:

@@ -30,16 +30,13 @@ import copy
 import torch
 
 from rlvr.config import ConfigModel, option
+from rlvr.utils.extras import MissingExtraError, require_extra
 
 __all__ = ["LoraSettings", "MissingExtraError", "LLAMA_TARGET_MODULES", "require_peft", "is_lora_model",
            "apply_lora", "merged_weights", "merged_state_dict", "merged_copy", "copy_merged_into",
            "trainable_state_dict"]
 
 LLAMA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-class MissingExtraError(ImportError):
-    """An optional dependency is missing; the message names the ``pip install rlvr[extra]`` to run."""
 
 
 class LoraSettings(ConfigModel):
@@ -55,12 +52,8 @@ class LoraSettings(ConfigModel):
 
 def require_peft():
     """Import and return ``peft``, or raise :class:`MissingExtraError` telling how to install it."""
-    try:
-        import peft
-    except ImportError as e:
-        raise MissingExtraError("LoRA (model.lora.enabled=true) needs the optional dependency peft: "
-                                "pip install rlvr[lora]") from e
-    return peft
+    return require_extra("peft", "LoRA (model.lora.enabled=true) needs the optional dependency peft: "
+                                 "pip install rlvr[lora]")
 
 
 def is_lora_model(model) -> bool:

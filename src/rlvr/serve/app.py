@@ -19,6 +19,7 @@ import time
 
 from rlvr.serve.backend import Backend
 from rlvr.serve.chat import ApiError, error_json, parse_request
+from rlvr.utils.extras import require_extra
 
 __all__ = ["create_app", "Server", "ServeError", "SERVE_MISSING", "bind", "check_installed"]
 
@@ -31,11 +32,9 @@ class ServeError(RuntimeError):
 
 def _web():
     try:
-        import fastapi
-        import uvicorn
+        return require_extra("fastapi", SERVE_MISSING, cause=True), require_extra("uvicorn", SERVE_MISSING, cause=True)
     except ImportError as e:
-        raise ServeError(f"{SERVE_MISSING} ({e})") from None
-    return fastapi, uvicorn
+        raise ServeError(str(e)) from None
 
 
 def create_app(backend: Backend):

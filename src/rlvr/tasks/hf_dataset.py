@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from rlvr.tasks.jsonl import DatasetError, record_problem
 from rlvr.types import Problem
+from rlvr.utils.extras import require_extra
 
 __all__ = ["load_hf_dataset_problems"]
 
@@ -33,12 +34,8 @@ _COMPRESSION = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
 
 
 def _require_datasets():
-    try:
-        import datasets
-    except ImportError as e:
-        raise ImportError("loading a Hugging Face dataset needs the optional dependency datasets: "
-                          "pip install 'rlvr[hf]' (or pip install datasets)") from e
-    return datasets
+    return require_extra("datasets", "loading a Hugging Face dataset needs the optional dependency datasets: "
+                                     "pip install 'rlvr[hf]' (or pip install datasets)")
 
 
 def _builder_for(file: Path) -> str | None:

@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from rlvr.types import Problem
+from rlvr.utils.extras import require_extra
 
 __all__ = ["reasoning_gym_problems", "dataset_names", "check_dataset", "RG_INSTRUCTIONS", "RG_MISSING"]
 
@@ -27,11 +28,7 @@ RG_MISSING = "task.name=reasoning_gym needs the reasoning-gym package: pip insta
 
 
 def _rg():
-    try:
-        import reasoning_gym  # noqa: PLC0415 (optional dependency)
-    except ImportError as e:
-        raise ImportError(RG_MISSING) from e
-    return reasoning_gym
+    return require_extra("reasoning_gym", RG_MISSING)
 
 
 def dataset_names() -> list[str]:

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from rlvr.types import Problem
+from rlvr.utils.extras import require_extra
 
 __all__ = ["INSTALL_HINT", "METADATA_KEY", "import_verifiers", "load_vf_env", "check_taskset", "task_messages",
            "verifiers_problems"]
@@ -28,11 +29,7 @@ METADATA_KEY = "verifiers"
 
 def import_verifiers():
     """``verifiers.v1`` (the 0.4 API), or ImportError with the one-line install hint."""
-    try:
-        import verifiers.v1 as vf
-    except ImportError as e:
-        raise ImportError(f"{INSTALL_HINT} ({e})") from None
-    return vf
+    return require_extra("verifiers.v1", INSTALL_HINT, cause=True)
 
 
 def _spec(taskset: str, taskset_args: dict | None, env: str, env_args: dict | None) -> dict[str, Any]:

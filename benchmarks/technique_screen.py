@@ -46,6 +46,8 @@ ARMS: dict[str, list[str]] = {
     "dgpo": ["algorithm.advantage=dgpo"],
     "rloo": ["algorithm.advantage=rloo"],
     "entropy_gate": ["algorithm.entropy_token_fraction=0.2"],
+    # data
+    "mopps": ["algorithm.mopps=true"],
     # policy losses: both act only from a second optimizer step on a batch, so each arm takes 2 mini-batches,
     # and "minibatch2" is their baseline (the default loss with the same 2 mini-batches)
     "minibatch2": ["algorithm.mini_batches=2"],

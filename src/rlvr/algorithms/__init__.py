@@ -57,6 +57,7 @@ from rlvr.algorithms.losses import (
 )
 from rlvr.algorithms.sampling import (
     DifficultyFilter,
+    MoPPSSelector,
     DynamicSamplingBuffer,
     dynamic_sampling_filter,
     informative_groups,
@@ -70,6 +71,7 @@ __all__ = [
     "KL_ESTIMATORS",
     "POLICY_LOSSES",
     "DifficultyFilter",
+    "MoPPSSelector",
     "DynamicSamplingBuffer",
     "EntropyFloor",
     "ReferenceResetSchedule",

@@ -1,4 +1,4 @@
-"""Sampler-side policies: DAPO dynamic sampling and online difficulty filtering.
+"""Sampler-side policies: DAPO dynamic sampling, online difficulty filtering, MoPPS prompt selection.
 
 Pure tensor logic plus two small stateful helpers that hold no model and no
 I/O; the training loop decides what to generate and feeds results back.
@@ -14,7 +14,8 @@ from torch import Tensor
 
 from rlvr.algorithms.advantages import _grouped, _zero_variance
 
-__all__ = ["informative_groups", "dynamic_sampling_filter", "DynamicSamplingBuffer", "DifficultyFilter"]
+__all__ = ["informative_groups", "dynamic_sampling_filter", "DynamicSamplingBuffer", "DifficultyFilter",
+           "MoPPSSelector"]
 
 
 def informative_groups(rewards: Tensor, group_size: int) -> Tensor:
@@ -159,6 +160,19 @@ class DifficultyFilter:
     def filter(self, prompt_ids: Sequence[Hashable]) -> list[bool]:
         return [self.keep(pid) for pid in prompt_ids]
 
+    def choose(self, sampler, k: int) -> list:
+        """``k`` prompts from ``sampler`` (anything with ``next(n)`` returning prompts with an ``id``): those in
+        the band, in the sampler's order.  At most ``8 k`` prompts are examined; if the band holds fewer than
+        ``k`` of them the rest are taken unfiltered, so a step never stalls."""
+        out: list = []
+        for _ in range(8 * k):
+            if len(out) == k:
+                break
+            p = sampler.next(1)[0]
+            if self.keep(p.id):
+                out.append(p)
+        return out + (sampler.next(k - len(out)) if len(out) < k else [])
+
     def __len__(self) -> int:
         return len(self._ema) if self.mode == "ema" else len(self._hist)
 
@@ -170,3 +184,82 @@ class DifficultyFilter:
             raise ValueError(f"state was saved in mode {state['mode']!r}, filter is in mode {self.mode!r}")
         self._ema = dict(state.get("ema", {}))
         self._hist = {k: deque(v, maxlen=self.window) for k, v in state.get("hist", {}).items()}
+
+
+class MoPPSSelector:
+    """Model Predictive Prompt Selection (Qu et al. 2025, "Can Prompt Difficulty be Online Predicted for
+    Accelerating RL Finetuning of Reasoning Models?", MoPPS): each prompt's pass rate is a Beta-distributed
+    latent, updated after every group without any extra generation, and each step's prompts are chosen by
+    Thompson sampling from a larger candidate set.
+
+    Posterior update of prompt tau after a group of ``k`` samples of mean reward ``s`` (temporal discount
+    ``lambda``, prior ``Beta(alpha0, beta0)``; the authors' code, ``recipe/ours/mopps.py``)::
+
+        alpha <- lambda * alpha + (1 - lambda) * alpha0 + s * k
+        beta  <- lambda * beta  + (1 - lambda) * beta0  + (1 - s) * k
+
+    Selection: draw ``candidates * k`` prompts from the sampler, draw ``gamma_hat ~ Beta(alpha, beta)`` for each
+    (a prompt never seen has the prior), keep the ``k`` with the smallest ``(gamma_hat - target)^2`` (Top-B).
+
+    The Thompson draws come from a generator seeded by ``(seed, draws so far)``; that counter and the posteriors
+    are the whole state (:meth:`state_dict`), so a resumed run chooses what an uninterrupted one would.  The
+    same duck type as :class:`DifficultyFilter` (``update``, ``choose``, ``state_dict``, ``len``).
+    """
+
+    def __init__(self, candidates: int = 4, target: float = 0.5, decay: float = 1.0, *, prior: tuple[float, float]
+                 = (1.0, 1.0), seed: int = 0):
+        if candidates < 1 or not 0.0 <= target <= 1.0 or not 0.0 < decay <= 1.0 or min(prior) <= 0:
+            raise ValueError("need candidates >= 1, 0 <= target <= 1, 0 < decay <= 1 and positive prior counts")
+        self.candidates, self.target, self.decay, self.prior, self.seed = candidates, target, decay, prior, seed
+        self.alpha: dict[Hashable, float] = {}
+        self.beta: dict[Hashable, float] = {}
+        self.draws = 0
+
+    def update(self, prompt_ids: Sequence[Hashable], rewards: Tensor, group_size: int) -> None:
+        """Record one group of ``group_size`` rewards in [0, 1] per prompt id (``len(prompt_ids) = N / G``)."""
+        means = _grouped(torch.as_tensor(rewards, dtype=torch.float64), group_size).mean(dim=1).clamp(0.0, 1.0)
+        if len(prompt_ids) != means.numel():
+            raise ValueError(f"{len(prompt_ids)} prompt ids for {means.numel()} groups")
+        lam, (a0, b0) = self.decay, self.prior
+        for pid, s in zip(prompt_ids, means.tolist()):
+            a, b = self.alpha.get(pid, a0), self.beta.get(pid, b0)
+            self.alpha[pid] = lam * a + (1 - lam) * a0 + s * group_size
+            self.beta[pid] = lam * b + (1 - lam) * b0 + (1 - s) * group_size
+
+    def posterior(self, pid: Hashable) -> tuple[float, float]:
+        return self.alpha.get(pid, self.prior[0]), self.beta.get(pid, self.prior[1])
+
+    def pass_rate(self, pid: Hashable) -> float | None:
+        """The posterior mean, or None for a prompt never seen."""
+        if pid not in self.alpha:
+            return None
+        a, b = self.posterior(pid)
+        return a / (a + b)
+
+    def choose(self, sampler, k: int) -> list:
+        """``k`` of ``candidates * k`` prompts drawn from ``sampler``: the Top-k by ``-(gamma_hat - target)^2``,
+        in the order drawn.  A prompt drawn twice (a pool larger than the rest of an epoch) is a candidate once,
+        unless the distinct prompts are fewer than ``k``."""
+        import numpy as np
+
+        drawn = sampler.next(self.candidates * k)
+        ids: set = set()
+        distinct = [p for p in drawn if not (p.id in ids or ids.add(p.id))]  # first occurrences, in order
+        pool = distinct if len(distinct) >= k else drawn
+        rng = np.random.default_rng([self.seed, self.draws])
+        self.draws += 1
+        a, b = zip(*(self.posterior(p.id) for p in pool))
+        gamma = rng.beta(np.array(a), np.array(b))
+        keep = sorted(np.argsort((gamma - self.target) ** 2, kind="stable")[:k].tolist())
+        return [pool[i] for i in keep]
+
+    def __len__(self) -> int:
+        return len(self.alpha)
+
+    def state_dict(self) -> dict:
+        return {"mode": "mopps", "alpha": dict(self.alpha), "beta": dict(self.beta), "draws": self.draws}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("mode") != "mopps":
+            raise ValueError(f"state was saved by a {state.get('mode')!r} difficulty filter, not by MoPPS")
+        self.alpha, self.beta, self.draws = dict(state["alpha"]), dict(state["beta"]), int(state["draws"])

@@ -120,6 +120,13 @@ class AlgorithmConfig(ConfigModel):
                                    ge=0, le=1)
     difficulty_high: float = option(0.9, "difficulty filter: highest running pass rate kept", ge=0, le=1)
     difficulty_alpha: float = option(0.5, "difficulty filter: EMA weight of the newest pass rate", gt=0, le=1)
+    mopps: bool = option(False, "MoPPS prompt selection (Qu et al. 2025): a Beta posterior of each prompt's pass "
+                                "rate, updated from its groups; each step keeps the prompts_per_step of "
+                                "mopps_candidates x as many drawn whose Thompson sample is nearest mopps_target")
+    mopps_candidates: int = option(4, "MoPPS: prompts drawn per prompt kept", ge=1, le=64)
+    mopps_target: float = option(0.5, "MoPPS: the pass rate the chosen prompts are nearest to", ge=0, le=1)
+    mopps_decay: float = option(1.0, "MoPPS: temporal discount lambda of the posterior counts (1: none)", gt=0,
+                                le=1)
     ppo_epochs: int = option(1, "optimisation passes over each batch of rollouts", ge=1)
     mini_batches: int = option(
         1, "optimizer steps per pass: the batch's sequences are split, in order, into this many mini-batches, each "

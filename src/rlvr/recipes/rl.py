@@ -39,7 +39,7 @@ import torch
 
 from rlvr.algorithms import EntropyFloor, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
-from rlvr.algorithms.sampling import DifficultyFilter
+from rlvr.algorithms.sampling import DifficultyFilter, MoPPSSelector
 from rlvr.config import ConfigError, config_to_dict, config_yaml, save_config
 from rlvr.credit import CreditStage
 from rlvr.distributed.engine_factory import make_engine
@@ -288,7 +288,7 @@ class RLRecipe:
         self.optimizer = self.scheduler = None
         self.verifier = self.env = self.engine = None
         self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
-        self.dfilter: DifficultyFilter | None = None
+        self.dfilter: DifficultyFilter | MoPPSSelector | None = None
         self.ref_reset: ReferenceResetSchedule | None = None
         self.entropy_floor: EntropyFloor | None = None
         self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
@@ -389,6 +389,8 @@ class RLRecipe:
                                              start_level=cur.start_level)
         self.dfilter = DifficultyFilter(alg.difficulty_low, alg.difficulty_high, alpha=alg.difficulty_alpha) \
             if alg.difficulty_filter else None
+        if alg.mopps:
+            self.dfilter = MoPPSSelector(alg.mopps_candidates, alg.mopps_target, alg.mopps_decay, seed=seed)
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
         self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \

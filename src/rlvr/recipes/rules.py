@@ -157,9 +157,10 @@ def reward_source(cfg: RunConfig) -> None:
     if r.source != "verifier" and (r.flip_false_positive or r.flip_false_negative):
         raise ValueError(f"reward.source={r.source}: reward.flip_false_positive / flip_false_negative shape the "
                          "verifier's verdict; use them with reward.source=verifier")
-    if stage == "policy" and (cfg.algorithm.dynamic_sampling or cfg.algorithm.difficulty_filter):
+    a = cfg.algorithm
+    if stage == "policy" and (a.dynamic_sampling or a.difficulty_filter or a.mopps):
         raise ValueError(f"reward.source={r.source} is computed from the policy after the rollouts are "
-                         "collected: algorithm.dynamic_sampling / difficulty_filter cannot see it")
+                         "collected: algorithm.dynamic_sampling / difficulty_filter / mopps cannot see it")
 
 
 @rule
@@ -409,6 +410,9 @@ def options_act(cfg: RunConfig) -> None:
     if not a.difficulty_filter:
         inert.append((keys(a, "algorithm", ["difficulty_low", "difficulty_high", "difficulty_alpha"]),
                       "the online difficulty filter is off (algorithm.difficulty_filter=false)"))
+    if not a.mopps:
+        inert.append((keys(a, "algorithm", ["mopps_candidates", "mopps_target", "mopps_decay"]),
+                      "MoPPS prompt selection is off (algorithm.mopps=false)"))
     if a.entropy_floor == 0:
         inert.append((keys(a, "algorithm", ["entropy_floor_delta", "entropy_floor_max_coef"]),
                       "the adaptive entropy bonus is off (algorithm.entropy_floor=0)"))
@@ -435,6 +439,9 @@ def difficulty_band(cfg: RunConfig) -> None:
     a = cfg.algorithm
     if a.difficulty_filter and not a.difficulty_low <= a.difficulty_high:
         raise ValueError("need algorithm.difficulty_low <= algorithm.difficulty_high")
+    if a.difficulty_filter and a.mopps:
+        raise ValueError("algorithm.mopps: MoPPS and algorithm.difficulty_filter both choose the step's prompts; "
+                         "turn one off")
 
 
 @rule
@@ -492,6 +499,7 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
         "algorithm.kl_in_reward": alg.kl_in_reward,
         "algorithm.ref_reset_every / ref_reset_kl": bool(alg.ref_reset_every or alg.ref_reset_kl),
         "algorithm.difficulty_filter": alg.difficulty_filter,
+        "algorithm.mopps": alg.mopps,
         "algorithm.entropy_floor": alg.entropy_floor > 0,
         "eval.every": bool(cfg.eval.every),
         "distill.teacher (on-policy distillation)": cfg.distill.teacher is not None,

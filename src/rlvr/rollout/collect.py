@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from rlvr.algorithms.sampling import DifficultyFilter, DynamicSamplingBuffer
+from rlvr.algorithms.sampling import DifficultyFilter, DynamicSamplingBuffer, MoPPSSelector
 from rlvr.engines import SamplingParams
 from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline, mean_metrics
@@ -91,22 +91,10 @@ class Collected:
             reward_parts={k: v[rows] for k, v in self.reward_parts.items()})
 
 
-def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | None) -> list[Problem]:
-    """``k`` prompts; with a difficulty filter, prompts outside its pass-rate band are skipped.
-
-    At most ``8 k`` prompts are examined per call; if the band holds fewer than
-    ``k`` of them the rest are taken unfiltered, so a step never stalls.
-    """
-    if dfilter is None:
-        return sampler.next(k)
-    out: list[Problem] = []
-    for _ in range(8 * k):
-        if len(out) == k:
-            break
-        p = sampler.next(1)[0]
-        if dfilter.keep(p.id):
-            out.append(p)
-    return out + (sampler.next(k - len(out)) if len(out) < k else [])
+def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | MoPPSSelector | None) -> list[Problem]:
+    """``k`` prompts: the sampler's next, or those a difficulty filter (:meth:`DifficultyFilter.choose`: its
+    pass-rate band) or MoPPS (:meth:`MoPPSSelector.choose`: Thompson sampling) chooses."""
+    return sampler.next(k) if dfilter is None else dfilter.choose(sampler, k)
 
 
 def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams, settings: CollectSettings,

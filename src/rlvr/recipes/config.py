@@ -421,7 +421,8 @@ class RunConfig(ConfigModel):
                                dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
                                reward=self.reward, guidance=g if (g.hints or g.demonstrations) else None,
                                task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions},
-                               env_timeout_s=self.env.timeout_s)
+                               env_timeout_s=self.env.timeout_s,
+                               length_schedule=tuple((int(s), int(c)) for s, c in self.rollout.length_schedule))
 
     def generator_settings(self) -> GeneratorSettings:
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""

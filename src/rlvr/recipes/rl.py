@@ -89,6 +89,7 @@ from rlvr.recipes.reward_sources import load_process_scorer, prm_step_inputs
 from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
+from rlvr.rollout.settings import length_cap
 from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.mixture import MixtureSampler, build_mixture, learnable_groups, task_metrics
 from rlvr.tasks.registry import build_task
@@ -830,6 +831,8 @@ class RLRecipe:
             row["ref_reset"] = ref_reset
         if self.dfilter is not None:
             row["filter_tracked_prompts"] = len(self.dfilter)
+        if cfg.rollout.length_schedule:
+            row["max_new_tokens"] = length_cap(cfg.rollout.length_schedule, step, cfg.rollout.max_new_tokens)
         if not self.env.single_turn:
             row.update(episode_metrics(samples))
         if isinstance(self.sampler, CurriculumSampler):

@@ -175,10 +175,23 @@ def reward_shaping(cfg: RunConfig) -> None:
         REWARD_SHAPING.entry(name, key=key)
         if not isinstance(opts, dict):
             raise ValueError(f"{key}: expected a mapping of the term's options, got {opts!r}")
-        REWARD_SHAPING.check(name, opts, key=key, max_new_tokens=cfg.rollout.max_new_tokens)
+        _with_smallest_cap(cfg, lambda cap: REWARD_SHAPING.check(name, opts, key=key, max_new_tokens=cap))
         if "verdict" in REWARD_SHAPING.entry(name).tags and r.source != "verifier":
             raise ValueError(f"reward.source={r.source}: {key} shapes the verifier's verdict; use it with "
                              "reward.source=verifier")
+
+
+def _with_smallest_cap(cfg: RunConfig, check) -> None:
+    """``check(max_new_tokens)`` at ``rollout.max_new_tokens``, then at the smallest cap of
+    ``rollout.length_schedule`` (a length window must fit every step's cap), naming the schedule if that fails."""
+    r = cfg.rollout
+    check(r.max_new_tokens)
+    smallest = min((c for _, c in r.length_schedule), default=r.max_new_tokens)
+    if smallest < r.max_new_tokens:
+        try:
+            check(smallest)
+        except ValueError as e:
+            raise ValueError(f"{e} (here the smallest cap of rollout.length_schedule, {smallest})") from None
 
 
 def check_rubric(specs, key: str, cfg: RunConfig) -> None:
@@ -191,7 +204,8 @@ def check_rubric(specs, key: str, cfg: RunConfig) -> None:
     for i, f in enumerate(specs):
         at = f"{key}[{i}]"
         REWARD_FUNCTIONS.entry(f.kind, key=f"{at}.kind")
-        REWARD_FUNCTIONS.check(f.kind, f.params, key=f"{at}.params", max_new_tokens=cfg.rollout.max_new_tokens)
+        _with_smallest_cap(cfg, lambda cap: REWARD_FUNCTIONS.check(f.kind, f.params, key=f"{at}.params",
+                                                                   max_new_tokens=cap))
         name = f.name or f.kind
         if not NAME_PATTERN.fullmatch(name):
             raise ValueError(f"{at}.name: {name!r} is not a metric name (a letter, then letters, digits, _ . -; "

@@ -22,7 +22,7 @@ from rlvr.rewards.pipeline import GroupScores, RewardPipeline, mean_metrics
 from rlvr.rewards.settings import RewardConfig
 from rlvr.rollout.episodes import DEFAULT_TIMEOUT_S, run_episodes
 from rlvr.rollout.guidance import GuidanceStats, guide_groups
-from rlvr.rollout.settings import GuidanceConfig
+from rlvr.rollout.settings import GuidanceConfig, length_cap
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.types import Problem, Sample, Verdict
 
@@ -50,6 +50,8 @@ class CollectSettings:
     env_timeout_s: float = DEFAULT_TIMEOUT_S
     """``env.timeout_s``: seconds one call of the environment (a verifier's check included) may take (0: no
     limit)."""
+    length_schedule: tuple[tuple[int, int], ...] = ()
+    """``rollout.length_schedule``: the step's cap on new tokens (:func:`rlvr.rollout.settings.length_cap`)."""
 
     @property
     def guided(self) -> bool:
@@ -124,9 +126,15 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     fail is guided before its rewards are computed; the difficulty filter still sees the policy's own outcome
     (0 for a guided group), the extra completions count in ``generated`` (``budget_left`` bounds the
     sampling rounds only, so hints may overshoot ``train.max_rollouts`` within the step).
+
+    With a ``length_schedule`` the step samples at most its cap of new tokens, and the overlong shaping counts
+    from that cap.
     """
     if not isinstance(env, Environment):
         env = SingleTurnEnvironment(env)
+    cap = length_cap(settings.length_schedule, step, params.max_new_tokens)
+    if cap != params.max_new_tokens:
+        params = dataclasses.replace(params, max_new_tokens=cap)
     G, P = params.n, settings.prompts_per_step
     pipeline = RewardPipeline(settings.reward, max_new_tokens=params.max_new_tokens, seed=settings.seed,
                               task_functions=settings.task_functions)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from rlvr.config import ConfigModel, option
 
@@ -27,6 +27,10 @@ class RolloutConfig(ConfigModel):
                 "bfloat16 on a CUDA GPU or a CPU with native bf16 (AVX-512 BF16, AMX, Arm BF16), else float32 (bf16 "
                 "is emulated and many times slower there); the choice is printed at start, the CPU probed once")
     ignore_eos: bool = option(False, "generate past EOS to max_new_tokens (fixed-length benchmarks only)")
+    length_schedule: list[list[int]] = option(
+        None, "a schedule of the cap on new tokens, [[from_step, cap], ...] (steps from 1, increasing; each cap <= "
+              "max_new_tokens, which applies before the first): context-length stages (DeepScaleR, AceReason) or "
+              "shrinking budgets (ThinkPrune); [] = max_new_tokens throughout", default_factory=list)
     sleep_while_learning: bool = option(
         False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
                "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
@@ -34,6 +38,30 @@ class RolloutConfig(ConfigModel):
 
     moved = {f"vllm_{k}": f"rollout.engine_params.{k} (with rollout.engine=vllm)"
              for k in ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len", "sleep")}
+
+
+    @model_validator(mode="after")
+    def _length_schedule(self) -> "RolloutConfig":
+        if any(len(e) != 2 for e in self.length_schedule):
+            raise ValueError(f"rollout.length_schedule: each entry is [from_step, cap], got {self.length_schedule}")
+        steps = [s for s, _ in self.length_schedule]
+        if any(s < 1 for s in steps) or any(b <= a for a, b in zip(steps, steps[1:])):
+            raise ValueError(f"rollout.length_schedule: the steps must be >= 1 and strictly increasing, got {steps}")
+        bad = [c for _, c in self.length_schedule if not 1 <= c <= self.max_new_tokens]
+        if bad:
+            raise ValueError(f"rollout.length_schedule: every cap must be in [1, rollout.max_new_tokens="
+                             f"{self.max_new_tokens}] (the learner and the memory estimate size for it), got {bad}")
+        return self
+
+
+def length_cap(schedule, step: int, default: int) -> int:
+    """The cap on new tokens at 0-based ``step`` under ``rollout.length_schedule`` (``[(from_step, cap), ...]``,
+    steps from 1 as the metrics count them): the last entry whose ``from_step <= step + 1``, else ``default``."""
+    cap = default
+    for from_step, c in schedule:
+        if from_step <= step + 1:
+            cap = c
+    return cap
 
 
 class GuidanceConfig(ConfigModel):

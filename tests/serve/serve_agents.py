@@ -55,7 +55,8 @@ def returns_text(base_url: str, problem):
 
 
 def uneven_turns(base_url: str, problem) -> None:
-    """Three requests on problems whose id ends in 0, one otherwise, each after a pause of up to 30 ms."""
+    """Three requests on problems whose id ends in 0, one otherwise, each after a pause of up to 30 ms; a
+    one-request agent then takes 0.3 s more to return (its episode stays open while the others ask again)."""
     import random
 
     client = openai.OpenAI(base_url=base_url, api_key="rlvr", max_retries=0)
@@ -64,4 +65,6 @@ def uneven_turns(base_url: str, problem) -> None:
         time.sleep(random.uniform(0, 0.03))
         reply = client.chat.completions.create(model="policy", messages=messages)
         messages += [reply.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "and?"}]
+    if not problem.id.endswith("0"):
+        time.sleep(0.3)
     return None

@@ -66,7 +66,8 @@ def test_agents_run_episodes_scored_by_the_verifier(tiny_tokenizer):
 
 def test_episodes_share_engine_calls_in_lockstep(tiny_tokenizer):
     """The endpoint sends a call as soon as every open episode has a request waiting, and an agent that returned
-    closes its episode at once: 6 episodes (2 of 3 turns, 4 of 1) take 3 engine calls of 6, 2 and 2 requests,
+    closes its episode at once (which sends the waiting requests if the rest were waiting for it): 6 episodes
+    (2 of 3 turns, 4 of 1 that return 0.3 s after their answer) take 3 engine calls of 6, 2 and 2 requests,
     without waiting out a 20 s batch window."""
     spy = SpyEngine(hf_engine(tiny_tokenizer))
     t0 = time.monotonic()

@@ -103,6 +103,7 @@ class Backend:
         self._pending: list[_Job] = []
         self._timer: asyncio.TimerHandle | None = None
         self._busy = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the web server's, known from the first request
         self._freed = 0.0  # event-loop time the last engine call ended
         self._last_call_s = 0.0  # how long it took
         self.generate_calls = 0
@@ -131,7 +132,12 @@ class Backend:
         with self.lock:
             rec = self.episodes[eid]
             rec.closed = rec.closed or reason
-            return rec
+        if self._loop is not None and not self._loop.is_closed():  # the others may now all be waiting
+            try:
+                self._loop.call_soon_threadsafe(self._maybe_flush)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+        return rec
 
     def forget(self, eids) -> None:
         """Drop closed episodes' recordings (their ids then count as unknown)."""
@@ -265,7 +271,8 @@ class Backend:
         return choice, normalise_messages([message])[0]
 
     def _submit(self, job: _Job) -> None:
-        job.since = asyncio.get_running_loop().time()
+        self._loop = asyncio.get_running_loop()
+        job.since = self._loop.time()
         self._pending.append(job)
         self._maybe_flush()
 

@@ -165,7 +165,7 @@ def test_ctrl_c_stops_a_run_waiting_on_a_hung_call(workers, timeout):
         assert child.stdout.readline().strip() == "waiting"
         time.sleep(0.3)  # the runner is now waiting on the hung call
         child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=15)
+        _, err = child.communicate(timeout=30)  # forever before the fix; 15 s was exceeded under 3x CPU load
     finally:
         if child.poll() is None:
             child.kill()

@@ -130,7 +130,11 @@ def test_a_hung_verifier_call_is_a_verifier_error_and_the_run_goes_on(tmp_path, 
 
 
 CHILD = """
-import sys, threading
+import signal, sys, threading
+# a terminal's Ctrl-C: the default handler, unblocked (a child inherits an ignored or blocked SIGINT from the
+# test process, and something earlier in the full suite leaves it so)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {src!r})
 from rlvr.engines import SamplingParams
 from rlvr.engines.base import EngineBase
@@ -174,7 +178,11 @@ def test_ctrl_c_stops_a_run_waiting_on_a_hung_call(workers, timeout):
 
 
 TOOL_CHILD = """
-import sys, threading
+import signal, sys, threading
+# a terminal's Ctrl-C: the default handler, unblocked (a child inherits an ignored or blocked SIGINT from the
+# test process, and something earlier in the full suite leaves it so)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {src!r})
 from rlvr.envs.tools import Tool, ToolBox, ToolCall
 

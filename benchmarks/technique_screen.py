@@ -40,6 +40,7 @@ ARMS: dict[str, list[str]] = {
     # rewards
     "unlikeliness": ["reward.functions=[verifier, {kind: unlikeliness, weight: 0.25}]"],
     "kimi_length": ["reward.functions=[verifier, {kind: kimi_length, weight: 0.2}]"],
+    "diversity": ["reward.functions=[verifier, {kind: diversity, weight: 0.2}]"],
     # credit
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],
@@ -62,7 +63,8 @@ def commands(root: Path, arms: list[str], seeds: str, steps: int, eval_every: in
     for arm in arms:
         out.append([sys.executable, "-m", "rlvr.cli", "train", CONFIG, "--seeds", seeds,
                     f"train.output_dir={root / arm}", f"train.steps={steps}", f"eval.every={eval_every}",
-                    f"train.threads={threads}", "eval.before_training=false", "eval.extra_temperatures=[]",
+                    f"train.threads={threads}", "train.save_every=0", "train.keep_checkpoints=1",
+                    "eval.before_training=false", "eval.extra_temperatures=[]",
                     *ARMS[arm]])
     return out
 

@@ -3,7 +3,8 @@
 Importing this package registers the built-in verifiers: ``numeric`` (boxed /
 last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
 ``format`` and ``instruction`` (IFEval-style constraints), ``judge`` and
-``judge_fallback`` (a model judge, alone or behind a rule verifier), ``grounding`` (a box by IoU).
+``judge_fallback`` (a model judge, alone or behind a rule verifier), ``grounding`` (a box by IoU), ``sql``
+(execution accuracy on SQLite).
 ``list_verifiers()`` gives the current names.
 """
 
@@ -22,6 +23,7 @@ from rlvr.verifiers import judge as _judge  # noqa: F401,E402 (registers judge, 
 from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
 from rlvr.verifiers import procedural as _procedural  # noqa: F401,E402 (registers reasoning_gym)
 from rlvr.verifiers import grounding as _grounding  # noqa: F401,E402 (registers grounding)
+from rlvr.verifiers import sql as _sql  # noqa: F401,E402 (registers sql)
 
 __all__ = [
     "VERIFIERS",

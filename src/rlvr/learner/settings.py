@@ -9,7 +9,7 @@ schedule; ``RunConfig.learner_settings()`` / ``schedule_settings()`` make them, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = ["LearnerSettings", "ScheduleSettings"]
@@ -74,6 +74,19 @@ class LearnerSettings:
     """``algorithm.value.clip``: the critic's value clipping (None: unclipped)."""
     shaping_gamma: float = 0.1
     """``guidance.shaping_gamma``: LUFFY's policy shaping of demonstration tokens."""
+    clip_schedule: tuple[tuple[float, float, float], ...] = ()
+    """``algorithm.clip_schedule``: ``(from_step, clip_low, clip_high)`` entries, steps from 1, increasing."""
+
+    def at_step(self, step: int) -> "LearnerSettings":
+        """These settings for 0-based ``step``: the clip range of the last ``clip_schedule`` entry whose
+        ``from_step <= step + 1`` (steps from 1, as the metrics count them), else ``clip_low`` / ``clip_high``."""
+        low, high = self.clip_low, self.clip_high
+        for from_step, lo, hi in self.clip_schedule:
+            if from_step <= step + 1:
+                low, high = lo, hi
+        if (low, high) == (self.clip_low, self.clip_high):
+            return self
+        return replace(self, clip_low=float(low), clip_high=float(high))
 
     @property
     def loss_kl_coef(self) -> float:

@@ -99,6 +99,10 @@ class AlgorithmConfig(ConfigModel):
                                   "(mini_batches or ppo_epochs > 1)", ge=0, le=1)
     clip_high: float = option(0.2, "PPO clip range above 1 (ratio <= 1 + clip_high); > clip_low is DAPO clip-higher; "
                                    "acts from the second optimizer step of a batch", ge=0)
+    clip_schedule: list[list[float]] = option(
+        None, "a schedule of the PPO clip range, [[from_step, clip_low, clip_high], ...] (steps from 1, increasing; "
+              "clip_low in [0, 1], clip_high >= 0; clip_low / clip_high apply before the first entry): e.g. a "
+              "clip-higher that widens as entropy falls; [] = clip_low / clip_high throughout", default_factory=list)
     kl_coef: float = option(0.0, "weight of the KL(policy || reference) loss term; 0 loads no reference model", ge=0)
     kl_estimator: str = option("k3", "per-token KL estimator (Schulman 2020) of the KL loss term, a name in "
                                      "rlvr.algorithms.KL_ESTIMATORS: k1, k2, k3; with kl_in_reward the penalty "
@@ -160,9 +164,19 @@ class AlgorithmConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _clips_can_act(self) -> AlgorithmConfig:
-        """See :meth:`_check_clips`."""
+        """See :meth:`_check_clips`; a ``clip_schedule``'s entries are checked first."""
         from rlvr.algorithms import POLICY_LOSSES
 
+        sched = self.clip_schedule
+        if any(len(e) != 3 for e in sched):
+            raise ValueError(f"algorithm.clip_schedule: each entry is [from_step, clip_low, clip_high], got {sched}")
+        steps = [e[0] for e in sched]
+        if any(s < 1 or s != int(s) for s in steps) or any(b <= a for a, b in zip(steps, steps[1:])):
+            raise ValueError(f"algorithm.clip_schedule: the steps must be integers >= 1, strictly increasing, "
+                             f"got {steps}")
+        bad = [e for e in sched if not (0 <= e[1] <= 1 and e[2] >= 0)]
+        if bad:
+            raise ValueError(f"algorithm.clip_schedule: each clip_low must be in [0, 1] and clip_high >= 0, got {bad}")
         if self.policy_loss in POLICY_LOSSES:
             self._check_clips("clip_range" in POLICY_LOSSES.entry(self.policy_loss).tags)
         return self
@@ -180,7 +194,8 @@ class AlgorithmConfig(ConfigModel):
         Defaults are never refused (the default clip range 0.2 is then inert but harmless).
         """
         fields = type(self).model_fields
-        clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default)
+        clip_set = (self.clip_low, self.clip_high) != (fields["clip_low"].default, fields["clip_high"].default) \
+            or bool(self.clip_schedule)
         if clip_set and not takes_clip_range:
             raise ValueError(f"algorithm.clip_low / clip_high = {self.clip_low} / {self.clip_high} are read by the "
                              f"losses with a PPO clip range (ppo_clip, dual_clip, clip_cov, kl_cov), not by "
@@ -388,7 +403,8 @@ class RunConfig(ConfigModel):
             clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_estimator=a.kl_estimator,
             kl_in_reward=a.kl_in_reward, entropy_coef=a.entropy_coef, is_correction=a.is_correction,
             is_params=dict(a.is_params), value_coef=a.value.coef, value_clip=a.value.clip,
-            shaping_gamma=self.guidance.shaping_gamma)
+            shaping_gamma=self.guidance.shaping_gamma,
+            clip_schedule=tuple(tuple(float(v) for v in e) for e in a.clip_schedule))
 
     def credit_settings(self) -> CreditSettings:
         """The credit stage's slice (``algorithm.advantage*``, ``algorithm.turn_credit*``, ``reward.process_*``,

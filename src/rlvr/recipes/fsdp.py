@@ -234,8 +234,8 @@ class FSDPRecipe(RLRecipe):
     def learn(self, step: int, scored: Scored) -> dict[str, float]:
         with self.acct.phase("learn"):
             try:  # a non-finite global gradient norm raises on every rank, before the optimizer steps (guards.py)
-                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch, self.learner_settings,
-                                           self.ref_model)
+                learn = fsdp_update_policy(self.model, self.optimizer, scored.batch,
+                                           self.learner_settings.at_step(step), self.ref_model)  # clip_schedule
             finally:
                 # as the base recipe: free the gradient shards now rather than through sampling and evaluation
                 self.optimizer.zero_grad(set_to_none=True)

@@ -748,10 +748,13 @@ class RLRecipe:
                     self.engine.sleep()  # refilled by sync_weights in sync()
                 floor = None if self.entropy_floor is None else self.entropy_floor.coef  # this update's bonus
                 try:
-                    learn = update_policy(self.model, self.optimizer, scored.batch, self.learner_settings, self.ref_model,
+                    settings = self.learner_settings.at_step(step)  # algorithm.clip_schedule
+                    learn = update_policy(self.model, self.optimizer, scored.batch, settings, self.ref_model,
                                           critic=self.critic, critic_optimizer=self.critic_optimizer,
                                           train_policy=step >= alg.value.warmup_steps or self.critic is None,
                                           entropy_coef=None if floor is None else alg.entropy_coef + floor)
+                    if settings.clip_schedule:
+                        learn["clip_low"], learn["clip_high"] = settings.clip_low, settings.clip_high
                     if self.entropy_floor is not None:  # the entropy measured on this batch sets the next weight
                         learn["entropy_floor_coef"] = floor
                         self.entropy_floor.update(learn.get("entropy"))

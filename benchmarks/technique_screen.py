@@ -47,6 +47,8 @@ ARMS: dict[str, list[str]] = {
     "dgpo": ["algorithm.advantage=dgpo"],
     "rloo": ["algorithm.advantage=rloo"],
     "entropy_gate": ["algorithm.entropy_token_fraction=0.2"],
+    "entropy_bonus": ["algorithm.entropy_coef=0.005"],
+    "siren": ["algorithm.entropy_coef=0.005", "algorithm.entropy_bonus_fraction=0.2"],  # baseline: entropy_bonus
     # data
     "mopps": ["algorithm.mopps=true"],
     # policy losses: both act only from a second optimizer step on a batch, so each arm takes 2 mini-batches,

@@ -196,6 +196,8 @@ class Batch:
     token_select: Any | None = None
     image_inputs: list[ImageInputs | None] | None = None
     """Per row, the prompt's :class:`ImageInputs` (None for a text row); None when no row has images."""
+    entropy_select: Any | None = None
+    """[B, T] 0/1, the tokens whose entropy the bonus raises (``algorithm.entropy_bonus_fraction``); None: all."""
 
 
 def problem_text(problem: Any) -> str:

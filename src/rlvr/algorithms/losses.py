@@ -440,7 +440,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
               agg: str = "token_mean", max_len: int | None = None, policy_loss: str = "ppo_clip",
               policy_loss_params: dict | None = None, entropy: Tensor | None = None, entropy_coef: float = 0.0,
               is_weights: Tensor | None = None, off_policy: Tensor | None = None,
-              shaping_gamma: float = 0.1, token_select: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+              shaping_gamma: float = 0.1, token_select: Tensor | None = None,
+              entropy_select: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO objective (Shao et al. 2024, *DeepSeekMath*, Eq. 3) as a loss to minimise::
 
         loss = agg(-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A))
@@ -460,6 +461,12 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     ``entropy`` ([B, T], differentiable).  Variants by arguments:
     DAPO = ``clip_high > clip_low``, ``agg="token_mean"``, ``kl_coef=0``;
     Dr. GRPO = ``agg="seq_mean_token_sum_norm"`` with Dr. GRPO advantages.
+
+    ``entropy_select`` ([B, T] 0/1, when given) restricts the entropy bonus to the selected tokens, SIREN's
+    peak-entropy mask (Jiang et al. 2025, "Rethinking Entropy Regularization in Large Reasoning Models", arXiv
+    2509.25133: only the top-rho share of a batch's tokens by entropy are regularised, so the bonus does not
+    inflate the entropy of the many low-entropy tokens): the term is ``- entropy_coef * agg(1[t selected] * H_t)``,
+    whose normaliser still counts every token (rho folded into ``entropy_coef``, as the token gate's).
 
     ``off_policy`` ([B] bool, LUFFY's mixed-policy GRPO): the policy loss sees the on-policy rows only;
     the flagged rows (demonstrations) get :func:`off_policy_shaped_loss` with ``gamma = shaping_gamma``,
@@ -504,8 +511,9 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
                                           max_len=max_len)
         loss = loss if kl_term is None else loss + kl_coef * kl_term
     if entropy is not None:
-        if entropy_coef != 0:
-            loss = loss + entropy_bonus(entropy, mask, coef=entropy_coef, agg=agg, max_len=max_len)
+        if entropy_coef != 0:  # entropy_select: SIREN's peak-entropy mask (the denominators still count every token)
+            bonus_of = entropy if entropy_select is None else entropy * entropy_select.to(entropy.dtype)
+            loss = loss + entropy_bonus(bonus_of, mask, coef=entropy_coef, agg=agg, max_len=max_len)
         metrics["entropy"] = masked_mean(entropy.detach(), mask)
     return loss, metrics
 

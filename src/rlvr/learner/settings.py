@@ -74,6 +74,8 @@ class LearnerSettings:
     """``algorithm.value.clip``: the critic's value clipping (None: unclipped)."""
     shaping_gamma: float = 0.1
     """``guidance.shaping_gamma``: LUFFY's policy shaping of demonstration tokens."""
+    entropy_bonus_fraction: float = 1.0
+    """``algorithm.entropy_bonus_fraction``: the entropy bonus on the top share of the batch's tokens by entropy."""
     clip_schedule: tuple[tuple[float, float, float], ...] = ()
     """``algorithm.clip_schedule``: ``(from_step, clip_low, clip_high)`` entries, steps from 1, increasing."""
 

@@ -116,6 +116,10 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
     sub = Batch(*parts)
     if batch.image_inputs is not None:  # a vision-language policy's rows keep their images
         sub.image_inputs = [batch.image_inputs[int(r)] for r in rows]
+    if batch.entropy_select is not None:
+        sub.entropy_select = batch.entropy_select[rows, lo:hi]
+        if device is not None:
+            sub.entropy_select = sub.entropy_select.to(device, non_blocking=True)
     return sub, completion_start(sub)
 
 
@@ -452,7 +456,8 @@ class PolicyUpdate:
                             entropy=ent if self.entropy_coef > 0 else None, entropy_coef=self.entropy_coef,
                             is_weights=self.is_weights[ci], off_policy=mb.off_policy,
                             shaping_gamma=s.shaping_gamma if mb.off_policy is not None else 0.1,
-                            token_select=None if mb.token_select is None else mb.token_select[:, start:])
+                            token_select=None if mb.token_select is None else mb.token_select[:, start:],
+                            entropy_select=None if mb.entropy_select is None else mb.entropy_select[:, start:])
         w = float(mask.sum() / mini.tokens) if s.loss_agg == "token_mean" else len(chunk) / mini.seqs
         total = loss  # without gradient under train_policy=False: logp was computed without it
         if self.critic is not None:  # PPO's value loss, against the GAE returns

@@ -74,6 +74,9 @@ class AlgorithmConfig(ConfigModel):
     entropy_token_fraction: float = option(1.0, "keep the policy gradient of only this top share of a batch's "
                                                 "completion tokens by the policy's entropy, the rest get advantage 0 "
                                                 "(Beyond the 80/20 Rule: 0.2); 1: every token (off)", gt=0.0, le=1.0)
+    entropy_bonus_fraction: float = option(
+        1.0, "the entropy bonus (entropy_coef, entropy_floor) on only this top share of a batch's completion tokens "
+             "by the policy's entropy (SIREN's peak-entropy mask, e.g. 0.2); 1: every token", gt=0.0, le=1.0)
     policy_loss: str = option("ppo_clip", "policy loss, a name in rlvr.algorithms.POLICY_LOSSES (ppo_clip, "
                                           "dual_clip, gspo, topr, cispo, sapo; clip_cov, kl_cov: entropy control)")
     policy_loss_params: dict[str, Any] = option(None, "extra loss hyper-parameters, e.g. {clip_ratio_c: 3} for "
@@ -404,7 +407,8 @@ class RunConfig(ConfigModel):
             kl_in_reward=a.kl_in_reward, entropy_coef=a.entropy_coef, is_correction=a.is_correction,
             is_params=dict(a.is_params), value_coef=a.value.coef, value_clip=a.value.clip,
             shaping_gamma=self.guidance.shaping_gamma,
-            clip_schedule=tuple(tuple(float(v) for v in e) for e in a.clip_schedule))
+            clip_schedule=tuple(tuple(float(v) for v in e) for e in a.clip_schedule),
+            entropy_bonus_fraction=a.entropy_bonus_fraction)
 
     def credit_settings(self) -> CreditSettings:
         """The credit stage's slice (``algorithm.advantage*``, ``algorithm.turn_credit*``, ``reward.process_*``,

@@ -40,6 +40,7 @@ import torch
 from rlvr.algorithms import EntropyFloor, group_stats
 from rlvr.algorithms.kl import ReferenceResetSchedule
 from rlvr.algorithms.sampling import DifficultyFilter, MoPPSSelector
+from rlvr.algorithms.token_gate import high_entropy_token_mask
 from rlvr.config import ConfigError, config_to_dict, config_yaml, save_config
 from rlvr.credit import CreditStage
 from rlvr.distributed.engine_factory import make_engine
@@ -713,6 +714,13 @@ class RLRecipe:
             value_row = value_diagnostics(batch)
         advantages = apply_keep(advantages, keep)  # samples a source dropped (e.g. RLPR's std filter): 0
         batch.advantages = advantages.float()
+        if self.learner_settings.entropy_bonus_fraction < 1:  # SIREN's peak-entropy mask of the entropy bonus
+            entropy = inputs.get("entropy")
+            if entropy is None:
+                entropy = policy_entropy(self.model, batch, self.learner_settings, self.device)
+            batch.entropy_select, threshold = high_entropy_token_mask(
+                entropy, batch.completion_mask, self.learner_settings.entropy_bonus_fraction)
+            reward_row["entropy_bonus_threshold"] = threshold
         return Scored(batch, rewards, advantages, seq_kl, value_row, reward_row)
 
     def estimator_inputs(self, batch: Batch, takes: frozenset[str], token_kl: torch.Tensor | None) -> dict[str, Any]:

@@ -427,6 +427,9 @@ def options_act(cfg: RunConfig) -> None:
     if not a.mopps:
         inert.append((keys(a, "algorithm", ["mopps_candidates", "mopps_target", "mopps_decay"]),
                       "MoPPS prompt selection is off (algorithm.mopps=false)"))
+    if a.entropy_floor == 0 and a.entropy_coef == 0:
+        inert.append((keys(a, "algorithm", ["entropy_bonus_fraction"]),
+                      "there is no entropy bonus to restrict (algorithm.entropy_coef=0, algorithm.entropy_floor=0)"))
     if a.entropy_floor == 0:
         inert.append((keys(a, "algorithm", ["entropy_floor_delta", "entropy_floor_max_coef"]),
                       "the adaptive entropy bonus is off (algorithm.entropy_floor=0)"))
@@ -515,6 +518,7 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
         "algorithm.difficulty_filter": alg.difficulty_filter,
         "algorithm.mopps": alg.mopps,
         "algorithm.entropy_floor": alg.entropy_floor > 0,
+        "algorithm.entropy_bonus_fraction": alg.entropy_bonus_fraction < 1,
         "eval.every": bool(cfg.eval.every),
         "distill.teacher (on-policy distillation)": cfg.distill.teacher is not None,
         # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);

@@ -51,6 +51,7 @@ ARMS: dict[str, list[str]] = {
     "siren": ["algorithm.entropy_coef=0.005", "algorithm.entropy_bonus_fraction=0.2"],  # baseline: entropy_bonus
     # data
     "mopps": ["algorithm.mopps=true"],
+    "replay": ["guidance.replay=true"],
     # policy losses: both act only from a second optimizer step on a batch, so each arm takes 2 mini-batches,
     # and "minibatch2" is their baseline (the default loss with the same 2 mini-batches)
     "minibatch2": ["algorithm.mini_batches=2"],

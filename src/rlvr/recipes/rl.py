@@ -90,6 +90,7 @@ from rlvr.recipes.reward_sources import load_process_scorer, prm_step_inputs
 from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
+from rlvr.rollout.guidance import ReplayBuffer
 from rlvr.rollout.settings import length_cap
 from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.mixture import MixtureSampler, build_mixture, learnable_groups, task_metrics
@@ -291,6 +292,7 @@ class RLRecipe:
         self.verifier = self.env = self.engine = None
         self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
         self.dfilter: DifficultyFilter | MoPPSSelector | None = None
+        self.replay: ReplayBuffer | None = None
         self.ref_reset: ReferenceResetSchedule | None = None
         self.entropy_floor: EntropyFloor | None = None
         self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step
@@ -393,6 +395,7 @@ class RLRecipe:
             if alg.difficulty_filter else None
         if alg.mopps:
             self.dfilter = MoPPSSelector(alg.mopps_candidates, alg.mopps_target, alg.mopps_decay, seed=seed)
+        self.replay = ReplayBuffer(cfg.guidance.replay_capacity) if cfg.guidance.replay else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
         self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \
@@ -498,6 +501,8 @@ class RLRecipe:
         self.rollouts_done = state.get("rollouts", 0)
         if self.dfilter is not None and "difficulty_filter" in state:
             self.dfilter.load_state_dict(state["difficulty_filter"])
+        if self.replay is not None and "replay" in state:
+            self.replay.load_state_dict(state["replay"])
         if "hack_monitor" in state:
             self.monitor.load_state_dict(state["hack_monitor"])
         self.guard.skipped = state.get("skipped_steps", 0)
@@ -567,6 +572,8 @@ class RLRecipe:
             state["mixture"] = self.sampler.state_dict()
         if self.dfilter is not None:
             state["difficulty_filter"] = self.dfilter.state_dict()
+        if self.replay is not None:
+            state["replay"] = self.replay.state_dict()
         if self.entropy_floor is not None:
             state["entropy_floor"] = self.entropy_floor.state_dict()
         if self.critic is not None:
@@ -585,10 +592,13 @@ class RLRecipe:
         stateful = isinstance(self.sampler, (CurriculumSampler, MixtureSampler))
         pos = self.sampler.state_dict() if stateful else self.sampler.position
         return (pos, rng_state(self.engine.generator), self.rollouts_done,
-                None if self.dfilter is None else self.dfilter.state_dict())
+                None if self.dfilter is None else self.dfilter.state_dict(),
+                None if self.replay is None else self.replay.state_dict())
 
     def restore(self, snap: tuple) -> None:
-        pos, rngs, self.rollouts_done, fstate = snap
+        pos, rngs, self.rollouts_done, fstate, rstate = snap
+        if self.replay is not None:
+            self.replay.load_state_dict(rstate)
         if isinstance(self.sampler, (CurriculumSampler, MixtureSampler)):
             self.sampler.load_state_dict(pos)
         else:
@@ -639,7 +649,8 @@ class RLRecipe:
             got = collect_rollouts(self.engine, self.sampler, self.env, self.params, self.collect_settings, step,
                                    self.dfilter,
                                    budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None,
-                                   answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier))
+                                   answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier),
+                                   replay=self.replay)
             acct.add_time("generate", got.generation_seconds)
             acct.add_time("verify", time.perf_counter() - t0 - got.generation_seconds)
             out = Rollouts(**vars(got))

@@ -438,9 +438,11 @@ def options_act(cfg: RunConfig) -> None:
                       "the reference is never reset (algorithm.ref_reset_every=0, algorithm.ref_reset_kl=null)"))
     if not g.hints:
         inert.append((keys(g, "guidance", ["hint_fractions"]), "hints are off (guidance.hints=false)"))
-    if not g.demonstrations:
+    if not (g.demonstrations or g.replay):
         inert.append((keys(g, "guidance", ["shaping_gamma"]),
-                      "demonstrations are off (guidance.demonstrations=false)"))
+                      "demonstrations and replay are off (guidance.demonstrations=false, guidance.replay=false)"))
+    if not g.replay:
+        inert.append((keys(g, "guidance", ["replay_capacity"]), "replay is off (guidance.replay=false)"))
     if cfg.distill.teacher is None:
         inert.append((keys(cfg.distill, "distill", ["coef", "reward_coef", "chunk_size", "dtype",
                                                     "sleep_while_learning"]),
@@ -488,10 +490,10 @@ def curriculum_in_process(cfg: RunConfig) -> None:
 def guidance_in_process_on_verdicts(cfg: RunConfig) -> None:
     """Hints and demonstrations guide single completions in this process, by the verifier's verdict."""
     g, r = cfg.guidance, cfg.reward
-    if not (g.hints or g.demonstrations):
+    if not (g.hints or g.demonstrations or g.replay):
         return
-    what = " / ".join(k for k, on in (("guidance.hints", g.hints), ("guidance.demonstrations", g.demonstrations))
-                      if on)
+    what = " / ".join(k for k, on in (("guidance.hints", g.hints), ("guidance.demonstrations", g.demonstrations),
+                                      ("guidance.replay", g.replay)) if on)
     if cfg.env.name != "single_turn":
         raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {cfg.env.name}")
     if bad := in_process_only(cfg, ray=True):

@@ -21,7 +21,7 @@ from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline, mean_metrics
 from rlvr.rewards.settings import RewardConfig
 from rlvr.rollout.episodes import DEFAULT_TIMEOUT_S, run_episodes
-from rlvr.rollout.guidance import GuidanceStats, guide_groups
+from rlvr.rollout.guidance import GuidanceStats, ReplayBuffer, guide_groups
 from rlvr.rollout.settings import GuidanceConfig, length_cap
 from rlvr.tasks.sampler import PromptSampler
 from rlvr.types import Problem, Sample, Verdict
@@ -55,7 +55,8 @@ class CollectSettings:
 
     @property
     def guided(self) -> bool:
-        return self.guidance is not None and (self.guidance.hints or self.guidance.demonstrations)
+        return self.guidance is not None and (self.guidance.hints or self.guidance.demonstrations
+                                              or self.guidance.replay)
 
 
 @dataclass
@@ -101,7 +102,8 @@ def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | MoP
 
 def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams, settings: CollectSettings,
                      step: int, dfilter: DifficultyFilter | None = None, budget_left: int | None = None,
-                     answer_key: Callable[[str | None], Any] | None = None) -> Collected:
+                     answer_key: Callable[[str | None], Any] | None = None,
+                     replay: ReplayBuffer | None = None) -> Collected:
     """Run ``prompts_per_step`` groups of episodes in ``env`` and turn their outcomes into rewards.
 
     ``env`` is an :class:`~rlvr.envs.Environment` (a bare verifier is wrapped as a single-turn one).  Each
@@ -151,7 +153,7 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         steps: dict[str, float] = {}
         groups = run_episodes(engine, env, problems, params, timing=steps, timeout=settings.env_timeout_s)
         if settings.guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples is generation)
-            groups = guide_groups(engine, env, problems, groups, params, settings.guidance, gstats)
+            groups = guide_groups(engine, env, problems, groups, params, settings.guidance, gstats, replay)
         t_gen += time.perf_counter() - t0 - steps.get("env_s", 0.0)  # the environment's steps are verification
         for gi, (problem, group) in enumerate(zip(problems, groups)):
             scores = pipeline.score_group(problem, group, noise=noise, key=(settings.seed, step, buf.rounds, gi),
@@ -181,5 +183,6 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
             for i, s in enumerate(g.samples):
                 s.reward_parts = {k: float(v[i]) for k, v in g.parts.items()}
     if settings.guided:
-        out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations)
+        out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations,
+                                              settings.guidance.replay)
     return out

@@ -24,6 +24,15 @@ problem's reference solution (:func:`reference_solution`):
   ``max_new_tokens``, is not inserted (counted).  The learner gives its tokens LUFFY's
   shaped, unclipped objective (:func:`rlvr.algorithms.losses.off_policy_shaped_loss`).
 
+* **Replay** (``guidance.replay``; experience replay of the policy's own successes, as RePO and ExGRPO
+  replay past correct trajectories into groups that no longer find one): the run keeps, per problem, the
+  policy's latest correct completion (:class:`ReplayBuffer`, saved in checkpoints); the last sample of a
+  group that still fails is replaced by that earlier completion as an off-policy row trained like a
+  demonstration (LUFFY's shaped objective, behaviour probability taken as 1; ExGRPO's own objective weighs
+  it by the ratio to the policy that sampled it instead).  It is re-scored by the environment and not
+  inserted when it no longer passes or exceeds this step's ``max_new_tokens``.  Replay comes before a
+  demonstration: the policy's own solution is preferred to the reference's.
+
 Only single-turn environments are guided (the recipe refuses the rest at load).
 Problems without a reference solution are never guided (counted).  Every extra
 completion is counted (``guidance/rollouts_extra``) and charged to the rollout budget.
@@ -33,7 +42,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlvr.engines import SamplingParams
 from rlvr.envs import Environment
@@ -42,7 +53,8 @@ from rlvr.rollout.settings import GuidanceConfig
 from rlvr.tasks.benchmarks import gsm8k_worked_solution
 from rlvr.types import Problem, Sample, Verdict
 
-__all__ = ["reference_solution", "hint_lengths", "GuidanceStats", "guide_groups", "demonstration_sample"]
+__all__ = ["reference_solution", "hint_lengths", "GuidanceStats", "guide_groups", "demonstration_sample",
+           "ReplayBuffer", "replay_sample"]
 
 
 def reference_solution(problem: Problem) -> str | None:
@@ -83,8 +95,10 @@ class GuidanceStats:
     rollouts_extra: int = 0
     demos: int = 0
     demos_rejected: int = 0
+    replays: int = 0
+    replays_rejected: int = 0
 
-    def metrics(self, hints: bool, demonstrations: bool) -> dict[str, float]:
+    def metrics(self, hints: bool, demonstrations: bool, replay: bool = False) -> dict[str, float]:
         """Shares are of the step's generated groups; ``hint_tokens`` / ``hint_success`` average over hinted
         groups (0 when there were none)."""
         n = max(self.groups, 1)
@@ -96,7 +110,44 @@ class GuidanceStats:
                         "guidance/hint_success": self.hint_success / max(self.hinted, 1)})
         if demonstrations:
             out.update({"guidance/demo_groups": self.demos / n, "guidance/demo_rejected": float(self.demos_rejected)})
+        if replay:
+            out.update({"guidance/replay_groups": self.replays / n,
+                        "guidance/replay_rejected": float(self.replays_rejected)})
         return out
+
+
+class ReplayBuffer:
+    """Per problem id, the policy's latest correct on-policy completion (token ids and text), at most ``capacity``
+    problems (the least recently updated go first)."""
+
+    def __init__(self, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.items: OrderedDict[str, tuple[list[int], str]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def observe(self, problems: list[Problem], groups: list[list[Sample]]) -> None:
+        """Keep each group's last correct sample that the policy produced unaided (no hint, not off-policy)."""
+        for problem, group in zip(problems, groups):
+            own = [s for s in group if s.verdict is not None and s.verdict.correct
+                   and not s.info.get("off_policy") and "guidance" not in s.info]
+            if own:
+                self.items.pop(problem.id, None)
+                self.items[problem.id] = (list(own[-1].completion_ids), own[-1].text)
+                while len(self.items) > self.capacity:
+                    self.items.popitem(last=False)
+
+    def get(self, problem_id: str) -> tuple[list[int], str] | None:
+        return self.items.get(problem_id)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"capacity": self.capacity, "items": [[k, list(ids), text] for k, (ids, text) in self.items.items()]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.items = OrderedDict((k, (list(ids), text)) for k, ids, text in state["items"])
 
 
 def _failed(group: list[Sample]) -> bool:
@@ -122,21 +173,34 @@ def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenize
                   info={"off_policy": True, "guidance": "demo"})
 
 
+def replay_sample(problem: Problem, ids: list[int], text: str, like: Sample, group_index: int) -> Sample:
+    """An earlier completion as an off-policy row of ``like``'s prompt: its token ids, log-probs 0,
+    ``info["off_policy"] = True``, ``info["guidance"] = "replay"``."""
+    return Sample(problem.id, list(like.prompt_ids), list(ids), [0.0] * len(ids), text, "stop", group_index,
+                  info={"off_policy": True, "guidance": "replay"})
+
+
 def guide_groups(engine, env: Environment, problems: list[Problem], groups: list[list[Sample]],
-                 params: SamplingParams, gcfg: GuidanceConfig, stats: GuidanceStats) -> list[list[Sample]]:
+                 params: SamplingParams, gcfg: GuidanceConfig, stats: GuidanceStats,
+                 replay: ReplayBuffer | None = None) -> list[list[Sample]]:
     """``groups`` (one per problem) with every all-fail group guided as ``gcfg`` (``guidance.*``) says.
 
-    Hints for all failing groups of one level are sampled with one ``engine.generate`` call.
-    Returns a new list; unguided groups are the same objects.
+    Hints for all failing groups of one level are sampled with one ``engine.generate`` call.  With ``replay``
+    (``guidance.replay``) the buffer first takes this round's unaided successes, then a failing group gets the
+    problem's earlier success before any demonstration.  Returns a new list; unguided groups are the same objects.
     """
     groups = list(groups)
     stats.groups += len(groups)
     tokenizer = engine.tokenizer
+    if replay is not None:
+        replay.observe(problems, groups)
     todo: dict[int, str] = {}
+    failing: list[int] = []
     for i, group in enumerate(groups):
         if not _failed(group):
             continue
         stats.failed += 1
+        failing.append(i)
         sol = reference_solution(problems[i])
         if sol is None:
             stats.no_solution += 1
@@ -144,6 +208,20 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
             todo[i] = sol
     if gcfg.hints and todo:
         _hint(engine, env, problems, groups, params, gcfg.hint_fractions, todo, tokenizer, stats)
+    if replay is not None:
+        for i in failing:
+            if not _failed(groups[i]) or (kept := replay.get(problems[i].id)) is None:
+                continue
+            row = replay_sample(problems[i], *kept, groups[i][-1], len(groups[i]) - 1)
+            if len(row.completion_ids) > params.max_new_tokens:
+                stats.replays_rejected += 1
+                continue
+            _score(env, problems[i], row, row.text)
+            if not row.verdict.correct:
+                stats.replays_rejected += 1
+                continue
+            groups[i] = groups[i][:-1] + [row]
+            stats.replays += 1
     if gcfg.demonstrations:
         for i, sol in todo.items():
             if not _failed(groups[i]):

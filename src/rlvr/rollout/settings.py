@@ -75,7 +75,13 @@ class GuidanceConfig(ConfigModel):
     demonstrations: bool = option(False, "LUFFY: replace the last sample of an all-fail group by the reference "
                                          "solution as an off-policy completion (shaped, unclipped loss; no KL "
                                          "to the reference on its tokens, in the loss or the reward)")
-    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration tokens", gt=0)
+    shaping_gamma: float = option(0.1, "LUFFY policy shaping f(p) = p / (p + gamma) of demonstration (and replayed) "
+                                       "tokens", gt=0)
+    replay: bool = option(False, "experience replay: keep each problem's latest correct completion by the policy and "
+                                 "put it, as an off-policy row (LUFFY's shaped loss), in the place of the last sample "
+                                 "of a later group of that problem that all fails (before any demonstration)")
+    replay_capacity: int = option(100_000, "replay: problems whose latest success is kept (least recently updated "
+                                           "dropped first)", ge=1)
 
     @field_validator("hint_fractions")
     @classmethod

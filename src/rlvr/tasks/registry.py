@@ -191,6 +191,28 @@ def multiply_task(a_digits: int = 3, b_digits: int = 2, num_train: int = 2000, n
     return out[num_heldout:], out[:num_heldout]
 
 
+def _check_composed(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:
+    from rlvr.tasks.composed import check_composed
+
+    check_composed(params["horizon"], params["num_operands"], params["min_value"], params["max_value"],
+                   list(params["operators"] or ["+"]), params["num_train"],
+                   params["num_heldout"] if num_heldout is None else num_heldout)
+
+
+@TASKS.register("composed_arithmetic", check=_check_composed, doc="R-Horizon's composed queries: a chain of `horizon` arithmetic problems, "
+                                           "each starting from the previous answer; the answer is the last one's")
+def composed_arithmetic_task(horizon: int = 3, num_operands: int = 2, min_value: int = 1, max_value: int = 20,
+                             operators: list[str] | None = None, num_train: NonNegativeInt = 2000,
+                             num_heldout: int = 256, seed: int = 0) -> Split:
+    """``horizon``: problems per query (2-16); ``num_operands``: operands of the first problem (the later ones take
+    the previous answer and ``num_operands - 1`` more); values in ``[min_value, max_value]``; ``operators`` from
+    ``+ - *`` (default ``[+]``)."""
+    from rlvr.tasks.composed import composed_split
+
+    return composed_split(horizon, num_operands, min_value, max_value, list(operators or ["+"]), num_train,
+                          num_heldout, seed)
+
+
 def multiply_solution(a: int, b: int) -> str:
     """A templated worked solution of ``a * b`` by the place values of ``b`` (the multiply task's reference
     solution, for guidance), e.g. ``"123 * 45 = 123 * 40 + 123 * 5 = 4920 + 615 = 5535. The answer is

@@ -4,7 +4,7 @@ Importing this package registers the built-in verifiers: ``numeric`` (boxed /
 last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
 ``format`` and ``instruction`` (IFEval-style constraints), ``judge`` and
 ``judge_fallback`` (a model judge, alone or behind a rule verifier), ``grounding`` (a box by IoU), ``sql``
-(execution accuracy on SQLite).
+(execution accuracy on SQLite), ``smt`` (logical equivalence by Z3).
 ``list_verifiers()`` gives the current names.
 """
 
@@ -24,6 +24,7 @@ from rlvr.verifiers import math as _math  # noqa: F401,E402 (registers math)
 from rlvr.verifiers import procedural as _procedural  # noqa: F401,E402 (registers reasoning_gym)
 from rlvr.verifiers import grounding as _grounding  # noqa: F401,E402 (registers grounding)
 from rlvr.verifiers import sql as _sql  # noqa: F401,E402 (registers sql)
+from rlvr.verifiers import smt as _smt  # noqa: F401,E402 (registers smt)
 
 __all__ = [
     "VERIFIERS",

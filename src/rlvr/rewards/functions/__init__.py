@@ -2,7 +2,8 @@
 :data:`rlvr.rewards.rubric.REWARD_FUNCTIONS` (a plugin registers its own the same way)."""
 
 from rlvr.rewards.functions import (calibration, diversity, format, judge_rubric, length,  # noqa: F401
-                                   patch_similarity, reward_model, rm_ensemble, unlikeliness, verifier)
+                                   patch_similarity, reward_model, rm_ensemble, translation, unlikeliness,
+                                   verifier)
 
 __all__ = ["calibration", "diversity", "format", "judge_rubric", "length", "patch_similarity", "reward_model",
-           "rm_ensemble", "unlikeliness", "verifier"]
+           "rm_ensemble", "translation", "unlikeliness", "verifier"]

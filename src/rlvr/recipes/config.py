@@ -439,7 +439,7 @@ class RunConfig(ConfigModel):
         a, g = self.algorithm, self.guidance
         return CollectSettings(prompts_per_step=self.train.prompts_per_step, seed=self.train.seed,
                                dynamic_sampling=a.dynamic_sampling, max_sampling_rounds=a.max_sampling_rounds,
-                               reward=self.reward, guidance=g if (g.hints or g.demonstrations or g.replay) else None,
+                               reward=self.reward, guidance=g if g.active else None,
                                task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions},
                                env_timeout_s=self.env.timeout_s,
                                length_schedule=tuple((int(s), int(c)) for s, c in self.rollout.length_schedule))

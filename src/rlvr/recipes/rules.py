@@ -438,9 +438,12 @@ def options_act(cfg: RunConfig) -> None:
                       "the reference is never reset (algorithm.ref_reset_every=0, algorithm.ref_reset_kl=null)"))
     if not g.hints:
         inert.append((keys(g, "guidance", ["hint_fractions"]), "hints are off (guidance.hints=false)"))
-    if not (g.demonstrations or g.replay):
+    if not (g.demonstrations or g.replay or g.regenerate != "none"):
         inert.append((keys(g, "guidance", ["shaping_gamma"]),
-                      "demonstrations and replay are off (guidance.demonstrations=false, guidance.replay=false)"))
+                      "no off-policy rows are added (guidance.demonstrations=false, guidance.replay=false, "
+                      "guidance.regenerate=none)"))
+    if g.regenerate == "none":
+        inert.append((keys(g, "guidance", ["regenerate_samples"]), "regeneration is off (guidance.regenerate=none)"))
     if not g.replay:
         inert.append((keys(g, "guidance", ["replay_capacity"]), "replay is off (guidance.replay=false)"))
     if cfg.distill.teacher is None:
@@ -490,10 +493,11 @@ def curriculum_in_process(cfg: RunConfig) -> None:
 def guidance_in_process_on_verdicts(cfg: RunConfig) -> None:
     """Hints and demonstrations guide single completions in this process, by the verifier's verdict."""
     g, r = cfg.guidance, cfg.reward
-    if not (g.hints or g.demonstrations or g.replay):
+    if not g.active:
         return
     what = " / ".join(k for k, on in (("guidance.hints", g.hints), ("guidance.demonstrations", g.demonstrations),
-                                      ("guidance.replay", g.replay)) if on)
+                                      ("guidance.replay", g.replay),
+                                      (f"guidance.regenerate={g.regenerate}", g.regenerate != "none")) if on)
     if cfg.env.name != "single_turn":
         raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {cfg.env.name}")
     if bad := in_process_only(cfg, ray=True):

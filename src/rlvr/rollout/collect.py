@@ -55,8 +55,7 @@ class CollectSettings:
 
     @property
     def guided(self) -> bool:
-        return self.guidance is not None and (self.guidance.hints or self.guidance.demonstrations
-                                              or self.guidance.replay)
+        return self.guidance is not None and self.guidance.active
 
 
 @dataclass
@@ -184,5 +183,5 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
                 s.reward_parts = {k: float(v[i]) for k, v in g.parts.items()}
     if settings.guided:
         out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations,
-                                              settings.guidance.replay)
+                                              settings.guidance.replay, settings.guidance.regenerate != "none")
     return out

@@ -33,6 +33,16 @@ problem's reference solution (:func:`reference_solution`):
   inserted when it no longer passes or exceeds this step's ``max_new_tokens``.  Replay comes before a
   demonstration: the policy's own solution is preferred to the reference's.
 
+* **Regeneration** (``guidance.regenerate``): the policy answers again with more context, and a passing answer
+  joins the failing group as an off-policy row *of the original prompt* (LUFFY's shaped loss), so the policy
+  learns to produce unaided what it could produce with help.  ``answer``: ExPO's self-explanations (Zhou et al.
+  2025, "ExPO: Unlocking Hard Reasoning with Self-Explanation-Guided Reinforcement Learning", arXiv
+  2507.02834): the prompt is followed by the reference answer and a request to explain how to reach it;
+  ``critique``: Critique-GRPO's refinement (Zhang et al. 2025, arXiv 2506.03106) with its ground-truth-free
+  "indicative" critique: the prompt is followed by the group's last failed response and the statement that it
+  is incorrect.  ``regenerate_samples`` answers are drawn per failing group (one engine call for all); the
+  first that passes the environment on the original problem is used.
+
 Only single-turn environments are guided (the recipe refuses the rest at load).
 Problems without a reference solution are never guided (counted).  Every extra
 completion is counted (``guidance/rollouts_extra``) and charged to the rollout budget.
@@ -97,8 +107,10 @@ class GuidanceStats:
     demos_rejected: int = 0
     replays: int = 0
     replays_rejected: int = 0
+    regenerated: int = 0
 
-    def metrics(self, hints: bool, demonstrations: bool, replay: bool = False) -> dict[str, float]:
+    def metrics(self, hints: bool, demonstrations: bool, replay: bool = False,
+                regenerate: bool = False) -> dict[str, float]:
         """Shares are of the step's generated groups; ``hint_tokens`` / ``hint_success`` average over hinted
         groups (0 when there were none)."""
         n = max(self.groups, 1)
@@ -113,7 +125,25 @@ class GuidanceStats:
         if replay:
             out.update({"guidance/replay_groups": self.replays / n,
                         "guidance/replay_rejected": float(self.replays_rejected)})
+        if regenerate:
+            out["guidance/regenerated_groups"] = self.regenerated / n
         return out
+
+
+EXPLAIN = ("{prompt}\n\nThe correct answer is {answer}. Explain step by step how to reach it, then give the "
+           "answer in \\boxed{{}}.")
+"""``guidance.regenerate=answer``: ExPO's answer-conditioned request for a self-explanation."""
+
+CRITIQUE = ("{prompt}\n\nHere is an attempt:\n{attempt}\n\nThis attempt is incorrect. Write a corrected solution "
+            "and give the answer in \\boxed{{}}.")
+"""``guidance.regenerate=critique``: Critique-GRPO's indicative critique (no reference answer revealed)."""
+
+
+def regeneration_prompt(mode: str, problem: Problem, failed: Sample) -> str:
+    """The regeneration request of ``mode`` (``answer`` or ``critique``) for ``problem``."""
+    if mode == "answer":
+        return EXPLAIN.format(prompt=problem.prompt, answer=problem.answer)
+    return CRITIQUE.format(prompt=problem.prompt, attempt=failed.text)
 
 
 class ReplayBuffer:
@@ -222,6 +252,8 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
                 continue
             groups[i] = groups[i][:-1] + [row]
             stats.replays += 1
+    if gcfg.regenerate != "none":
+        _regenerate(engine, env, problems, groups, params, gcfg, [i for i in failing if _failed(groups[i])], stats)
     if gcfg.demonstrations:
         for i, sol in todo.items():
             if not _failed(groups[i]):
@@ -237,6 +269,30 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
             groups[i] = groups[i][:-1] + [demo]
             stats.demos += 1
     return groups
+
+
+def _regenerate(engine, env, problems, groups, params, gcfg: GuidanceConfig, todo: list[int],
+                stats: GuidanceStats) -> None:
+    """``guidance.regenerate`` for the failing groups ``todo``: one engine call, the first passing answer of each
+    group becomes its last row (off-policy, of the original prompt)."""
+    if not todo:
+        return
+    asked = [dataclasses.replace(problems[i], prompt=regeneration_prompt(gcfg.regenerate, problems[i], groups[i][-1]))
+             for i in todo]
+    outs = engine.generate(asked, dataclasses.replace(params, n=gcfg.regenerate_samples))
+    for i, out in zip(todo, outs):
+        stats.rollouts_extra += len(out)
+        for s in out:
+            if len(s.completion_ids) > params.max_new_tokens:
+                continue
+            row = Sample(problems[i].id, list(groups[i][-1].prompt_ids), list(s.completion_ids),
+                         [0.0] * len(s.completion_ids), s.text, s.finish_reason, len(groups[i]) - 1,
+                         info={"off_policy": True, "guidance": f"regenerate_{gcfg.regenerate}"})
+            _score(env, problems[i], row, row.text)
+            if row.verdict.correct:
+                groups[i] = groups[i][:-1] + [row]
+                stats.regenerated += 1
+                break
 
 
 def _hint(engine, env, problems, groups, params, fractions, todo, tokenizer, stats) -> None:

@@ -41,6 +41,7 @@ ARMS: dict[str, list[str]] = {
     "unlikeliness": ["reward.functions=[verifier, {kind: unlikeliness, weight: 0.25}]"],
     "kimi_length": ["reward.functions=[verifier, {kind: kimi_length, weight: 0.2}]"],
     "diversity": ["reward.functions=[verifier, {kind: diversity, weight: 0.2}]"],
+    "arithmetic_steps": ["reward.functions=[verifier, {kind: arithmetic_steps, weight: 0.2}]"],
     # credit
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],

@@ -94,7 +94,8 @@ used). Writes a JSON report and one PNG chart (accuracy vs tokens and vs N).
 Scorers: oracle (the verifier: best-of-N is then pass@N, an upper bound),
 logprob (the sampler's own geometric-mean token probability, from the stored
 logprob_sum: no extra model), orm:PATH (AutoModelForSequenceClassification), prm:PATH (causal LM in the
-Math-Shepherd format, step tag --step-tag after each step, P('+') scored).
+Math-Shepherd format, step tag --step-tag after each step, P('+') scored), genrm:PATH (any causal LM asked
+"Is the answer correct (Yes/No)?": p(Yes) / (p(Yes) + p(No)), reference-free).
 
 --beam runs step-level beam search live with --model on --task, guided by a
 process scorer (--scorer prm:PATH; --delimiter, --aggregate); with a samples
@@ -115,8 +116,8 @@ def add_parser(sub) -> None:
                    help="comma list of best_of_n, majority, weighted_majority (default all three)")
     p.add_argument("--scorer", default="oracle",
                    help="oracle (the verifier: an upper bound), logprob (the sampler's mean token probability, "
-                        "stored), orm:PATH (sequence classifier) or prm:PATH (Math-Shepherd-style process reward "
-                        "model); default oracle")
+                        "stored), orm:PATH (sequence classifier), prm:PATH (Math-Shepherd-style process reward "
+                        "model) or genrm:PATH (a causal LM's p(Yes) that the answer is correct); default oracle")
     p.add_argument("--budgets", help="samples per problem to sweep, e.g. 1,2,4,8 (default powers of 2 up to n)")
     p.add_argument("--verifier", help="verifier for correctness and vote answers (default numeric for gsm8k, else math)")
     p.add_argument("--workers", type=int, default=1, help="verifier processes (default 1)")

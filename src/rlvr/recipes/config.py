@@ -370,7 +370,7 @@ class RunConfig(ConfigModel):
                             default_factory=EnvConfig)
     curriculum: CurriculumConfig = option(None, "a live curriculum over task difficulty levels",
                                           default_factory=CurriculumConfig)
-    guidance: GuidanceConfig = option(None, "hints and off-policy demonstrations for all-fail groups",
+    guidance: GuidanceConfig = option(None, "hints, demonstrations, replay and regeneration for all-fail groups",
                                       default_factory=GuidanceConfig)
     train: TrainConfig = option(None, "optimisation, checkpoints, threads, async rollouts", default_factory=TrainConfig)
     eval: EvalConfig = option(None, "held-out evaluation before, during and after training", default_factory=EvalConfig)

@@ -65,7 +65,7 @@ def length_cap(schedule, step: int, default: int) -> int:
 
 
 class GuidanceConfig(ConfigModel):
-    """Guidance for groups whose samples all fail (rlvr.rollout.guidance), from the problem's reference solution."""
+    """Guidance for groups whose samples all fail (rlvr.rollout.guidance): hints, demonstrations, replay, regeneration."""
 
     hints: bool = option(False, "re-sample an all-fail group with a growing prefix of the reference solution as "
                                 "the start of the answer (not trained on) until a sample succeeds")
@@ -80,14 +80,14 @@ class GuidanceConfig(ConfigModel):
     replay: bool = option(False, "experience replay: keep each problem's latest correct completion by the policy and "
                                  "put it, as an off-policy row (LUFFY's shaped loss), in the place of the last sample "
                                  "of a later group of that problem that all fails (before any demonstration)")
+    replay_capacity: int = option(100_000, "replay: problems whose latest success is kept (least recently updated "
+                                           "dropped first)", ge=1)
     regenerate: Literal["none", "answer", "critique"] = option(
         "none", "answer again with help, and put a passing answer as an off-policy row of the original prompt in a "
                 "failing group: answer (ExPO: the reference answer given, explain it), critique (Critique-GRPO: the "
                 "failed attempt shown and called incorrect); none: off")
     regenerate_samples: int = option(2, "regenerate: answers drawn per failing group (the first that passes is used)",
                                      ge=1, le=64)
-    replay_capacity: int = option(100_000, "replay: problems whose latest success is kept (least recently updated "
-                                           "dropped first)", ge=1)
 
     @property
     def active(self) -> bool:

@@ -13,12 +13,14 @@ Implementations:
 * :class:`OracleScorer` - a registered verifier against the reference answer.
   It knows the answer, so search with it is an **upper bound** (best-of-N with
   it is pass@N), never a deployable method.
+* :class:`~rlvr.rewards.genrm.GenerativeVerifier` (GenRM): a causal LM's probability of answering "Yes" to
+  "Is the answer correct?"; reference-free.
 * :class:`~rlvr.rewards.models.OutcomeRewardModel` (an ORM) and
   :class:`~rlvr.rewards.models.ProcessRewardModel` (a Math-Shepherd PRM): the
   learned reward models of the reward stage, used here for ranking; they live
   in :mod:`rlvr.rewards.models` (search is inference only and computes no reward).
 
-:func:`load_scorer` builds one from a CLI spec (``oracle``, ``orm:PATH``, ``prm:PATH``).
+:func:`load_scorer` builds one from a CLI spec (``oracle``, ``orm:PATH``, ``prm:PATH``, ``genrm:PATH``).
 """
 
 from __future__ import annotations
@@ -80,10 +82,16 @@ class OracleScorer:
 
 def load_scorer(spec: str, *, verifier: str = "math", delimiter: str = "\n\n", aggregate: str = "min",
                 step_tag: str = "ки", device: str = "cpu") -> Scorer:
-    """A scorer from a spec: ``oracle`` (the ``verifier`` against the reference), ``orm:PATH``, ``prm:PATH``."""
+    """A scorer from a spec: ``oracle`` (the ``verifier`` against the reference), ``orm:PATH``, ``prm:PATH``,
+    ``genrm:PATH`` (a causal LM's probability of "Yes", :class:`~rlvr.rewards.genrm.GenerativeVerifier`)."""
     kind, _, path = spec.partition(":")
     if kind == "oracle" and not path:
         return OracleScorer(verifier)
+    if kind == "genrm" and path:
+        from rlvr.rewards.genrm import GenerativeVerifier, check_causal_lm_dir
+
+        check_causal_lm_dir(path)
+        return GenerativeVerifier(path, device=device)
     if kind in ("orm", "prm") and path:
         from pathlib import Path
 
@@ -92,4 +100,4 @@ def load_scorer(spec: str, *, verifier: str = "math", delimiter: str = "\n\n", a
         if kind == "orm":
             return OutcomeRewardModel(path, device=device)
         return ProcessRewardModel(path, step_tag=step_tag, delimiter=delimiter, aggregate=aggregate, device=device)
-    raise ValueError(f"bad scorer {spec!r}: use oracle, orm:PATH or prm:PATH")
+    raise ValueError(f"bad scorer {spec!r}: use oracle, orm:PATH, prm:PATH or genrm:PATH")

@@ -1,0 +1,41 @@
+"""The ``genrm`` reward function: a generative verifier's p(Yes) of each completion (reference-free)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pydantic import PositiveInt
+
+from rlvr.rewards.genrm import GenerativeVerifier, check_causal_lm_dir
+from rlvr.rewards.rubric import reward_function
+
+__all__ = ["genrm_reward"]
+
+_LOADED: dict[tuple, GenerativeVerifier] = {}
+"""Verifiers loaded in this process, by what they were loaded with."""
+
+
+def _check(params: dict[str, Any], **_: Any) -> None:
+    check_causal_lm_dir(params["path"])  # config.json only: no weights before training starts
+
+
+@reward_function("genrm", scope="group", check=_check)
+def genrm_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096) -> Callable[..., list[float]]:
+    """A generative verifier's score in [0, 1]: ``p(Yes) / (p(Yes) + p(No))`` after "Is the answer correct
+    (Yes/No)?" (GenRM, Zhang et al. 2024; :class:`rlvr.rewards.genrm.GenerativeVerifier`).
+
+    ``path`` is any causal-LM directory, checked when the config loads and loaded at the first call.  It never
+    reads the reference, so it can reward unlabelled prompts; as the only reward the policy learns what the
+    verifier over-rewards, so beside a ``verifier`` function or at weight 0 (a logged monitor) is the usual use.
+    """
+    check_causal_lm_dir(path)
+
+    def score(problem, completions: list[str]) -> list[float]:
+        key = (path, device, max_length)
+        if key not in _LOADED:
+            from rlvr.utils.device import resolve_device
+
+            _LOADED[key] = GenerativeVerifier(path, device=str(resolve_device(device)), max_length=max_length)
+        return _LOADED[key].score_many([(problem, c) for c in completions])
+
+    return score

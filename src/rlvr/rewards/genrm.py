@@ -1,0 +1,89 @@
+"""A generative verifier (GenRM): a causal LM asked whether a solution is correct, scored by its probability of
+answering "Yes".
+
+Zhang et al. 2024 ("Generative Verifiers: Reward Modeling as Next-Token Prediction", arXiv 2408.15240), direct
+GenRM: the verifier reads the question and the candidate solution followed by ``Is the answer correct (Yes/No)?``
+and the score is the probability of the token ``Yes``, ``r = p(Yes | x, y, I)``.  Here it is normalised over the
+two answers, ``p(Yes) / (p(Yes) + p(No))``, so a model that puts little mass on either still ranks candidates.
+Any causal-LM directory (an instruction-tuned model, or one fine-tuned with ``rlvr sft`` on verification
+examples) loads the same way; the prompt is rendered with its chat template (the assistant turn opened), or
+plainly when it has none.  It is a reference-free scorer: it never reads the reference answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rlvr.types import problem_text
+
+__all__ = ["GenerativeVerifier", "QUESTION", "check_causal_lm_dir"]
+
+QUESTION = "Is the answer correct (Yes/No)?"
+"""The verification instruction (GenRM's ``I``)."""
+
+
+def check_causal_lm_dir(path: str) -> None:
+    """Refuse (ValueError) a directory that is not a causal LM, reading only its ``config.json``."""
+    import json
+    from pathlib import Path
+
+    cfg_file = Path(path) / "config.json"
+    if not cfg_file.is_file():
+        raise ValueError(f"{path}: not a model directory (no config.json)")
+    archs = json.loads(cfg_file.read_text()).get("architectures") or []
+    if archs and not any(a.endswith("ForCausalLM") for a in archs):
+        raise ValueError(f"{path}: a generative verifier must be a causal LM; its architectures are {archs}")
+
+
+class GenerativeVerifier:
+    """``score(problem, completion) = p(Yes) / (p(Yes) + p(No))`` of the next token after the verification prompt;
+    ``score_steps`` scores each prefix of the steps (the search's process interface)."""
+
+    def __init__(self, path: str, *, device: str = "cpu", max_length: int = 4096, yes: str = "Yes", no: str = "No"):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = f"genrm:{path}"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        self.device, self.max_length, self._torch = device, max_length, torch
+        self.yes_id, self.no_id = self._token(yes), self._token(no)
+        if self.yes_id == self.no_id:
+            raise ValueError(f"{path}: {yes!r} and {no!r} start with the same token")
+
+    def _token(self, word: str) -> int:
+        ids = self.tokenizer.encode(word, add_special_tokens=False)
+        if not ids:
+            raise ValueError(f"the tokenizer encodes {word!r} to no token")
+        return int(ids[0])  # the first token of the answer word decides it
+
+    def prompt_ids(self, question: str, completion: str) -> list[int]:
+        """The verification prompt's token ids (the last ``max_length``): the chat of a user turn holding the
+        question, the solution and :data:`QUESTION`, with the assistant turn opened."""
+        text = f"Question: {question}\n\nSolution: {completion}\n\n{QUESTION}"
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                          add_generation_prompt=True)
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+        else:
+            ids = tok(text + "\n", add_special_tokens=True)["input_ids"]
+        return list(ids)[-self.max_length:]
+
+    def score_many(self, items: Sequence[tuple[Any, str]]) -> list[float]:
+        torch = self._torch
+        out = []
+        with torch.inference_mode():
+            for problem, completion in items:
+                ids = torch.tensor([self.prompt_ids(problem_text(problem), completion)], device=self.device)
+                logits = self.model(input_ids=ids).logits[0, -1].float()
+                two = torch.stack([logits[self.yes_id], logits[self.no_id]]).softmax(-1)
+                out.append(float(two[0]))
+        return out
+
+    def score(self, problem: Any, completion: str) -> float:
+        return self.score_many([(problem, completion)])[0]
+
+    def score_steps(self, problem: Any, steps: list[str], delimiter: str = "\n\n") -> list[float]:
+        return [self.score(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))]

@@ -1,0 +1,83 @@
+"""The generative verifier (GenRM): a causal LM's p(Yes) / (p(Yes) + p(No)) after the verification prompt."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rlvr.rewards.genrm import QUESTION, GenerativeVerifier, check_causal_lm_dir
+from rlvr.search.scorers import load_scorer
+from rlvr.types import Problem
+
+
+def test_the_score_is_the_normalised_probability_of_yes(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    v = load_scorer(f"genrm:{tiny_model_dir}")
+    assert isinstance(v, GenerativeVerifier) and v.name == f"genrm:{tiny_model_dir}"
+    problem = Problem("p", prompt="What is 2 + 3?", answer="5")
+    # the reference, by hand: the chat with one user turn, the assistant turn opened; the next-token logits
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    for completion in ("2 + 3 = 5. \\boxed{5}", "\\boxed{6}"):
+        text = f"Question: What is 2 + 3?\n\nSolution: {completion}\n\n{QUESTION}"
+        ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True)
+        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([list(ids)])).logits[0, -1]
+        y, n = tok.encode("Yes", add_special_tokens=False)[0], tok.encode("No", add_special_tokens=False)[0]
+        want = float(torch.exp(logits[y]) / (torch.exp(logits[y]) + torch.exp(logits[n])))
+        assert v.score(problem, completion) == pytest.approx(want, rel=1e-5)
+        assert 0.0 < want < 1.0
+    steps = v.score_steps(problem, ["2 + 3 = 5.", "\\boxed{5}"])
+    assert steps[1] == pytest.approx(v.score(problem, "2 + 3 = 5.\n\n\\boxed{5}"), rel=1e-6)
+
+
+def test_search_ranks_by_it_and_never_beats_the_oracle(tiny_model_dir, tmp_path):
+    from rlvr.evaluate.samples import SampleRecord, make_header, open_for_append
+    from rlvr.search.run import search_samples
+
+    problems = [Problem(f"t/{i}", prompt=f"question {i}", answer="7") for i in range(3)]
+    header = make_header("jsonl", problems, "hand-made", "0" * 16, n=2, temperature=1.0, max_new_tokens=8, seed=0)
+    path = tmp_path / "hand.samples.jsonl"
+    with open_for_append(path, header) as w:
+        for p in problems:
+            w.write(SampleRecord(id=p.id, answer=p.answer, prompt=p.prompt,
+                                 samples=[{"text": t, "num_tokens": 4, "finish_reason": "stop", "logprob_sum": -1.0}
+                                          for t in ("\\boxed{7}", "\\boxed{3}")]))
+    rep = search_samples(path, scorer=f"genrm:{tiny_model_dir}", budgets=[1, 2], allocator=False, progress=False)
+    assert rep["scorer"].startswith("genrm:") and not rep["scorer_is_oracle"]
+    assert [p["accuracy"] for p in rep["curves"]["pass@n (oracle)"]] == pytest.approx([1.0, 1.0])
+
+
+def test_a_directory_that_is_not_a_causal_lm_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no config.json"):
+        check_causal_lm_dir(str(tmp_path))
+    (tmp_path / "config.json").write_text('{"architectures": ["LlamaForSequenceClassification"]}')
+    with pytest.raises(ValueError, match="must be a causal LM"):
+        load_scorer(f"genrm:{tmp_path}")
+
+
+def test_as_a_reward_function_it_scores_the_group_and_is_checked_at_load(tiny_model_dir, tmp_path):
+    from rlvr.config import ConfigError, load_config
+    from rlvr.recipes.config import RunConfig
+    from rlvr.rewards.pipeline import GroupScores
+    from rlvr.rewards.rubric import Rubric
+    from rlvr.rewards.settings import RewardFunctionSpec
+    from rlvr.types import Sample, Verdict
+
+    r = Rubric.from_specs([RewardFunctionSpec(kind="verifier"),
+                           RewardFunctionSpec(kind="genrm", weight=0.5, params={"path": str(tiny_model_dir),
+                                                                                "device": "cpu"})])
+    problem = Problem("p", prompt="What is 2 + 3?", answer="5")
+    texts = ["\\boxed{5}", "\\boxed{6}"]
+    samples = [Sample("p", [1], [5], [-1.0], t, "stop", i, verdict=Verdict(float(i == 0), None, ""),
+                      env_return=float(i == 0)) for i, t in enumerate(texts)]
+    got = r.score(GroupScores.of(problem, samples, max_new_tokens=8))
+    v = GenerativeVerifier(str(tiny_model_dir))
+    want = [v.score(problem, t) for t in texts]
+    assert got.parts["genrm"].tolist() == pytest.approx(want, rel=1e-5)
+    assert got.reward.tolist() == pytest.approx([1 + 0.5 * want[0], 0.5 * want[1]], rel=1e-5)
+    with pytest.raises(ConfigError, match="no config.json"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}",
+                                      f"reward.functions=[verifier, {{kind: genrm, params: {{path: {tmp_path}}}}}]"])

@@ -46,6 +46,7 @@ ARMS: dict[str, list[str]] = {
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],
     "dgpo": ["algorithm.advantage=dgpo"],
+    "ucas": ["algorithm.advantage=ucas"],
     "rloo": ["algorithm.advantage=rloo"],
     "entropy_gate": ["algorithm.entropy_token_fraction=0.2"],
     "entropy_bonus": ["algorithm.entropy_coef=0.005"],

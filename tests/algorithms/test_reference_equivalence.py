@@ -146,6 +146,45 @@ def ref_dgpo(r, temperature=2.0, **_):
     return torch.tensor(out)
 
 
+def ref_ucas(r, m=None, certainty=None, token_logits=None, beta_pos=0.25, beta_neg=0.35, coef=0.05, **_):
+    """UCAS (Xie et al. 2025; the authors' compute_ucas_advantage): A_i GRPO's advantage, c_i = sum_t KL(U || p_t)
+    z-scored in its group; A'_i = A_i exp(-beta_pos c_i) if A_i > 0 else A_i exp(beta_neg c_i); per token
+    A'_i - coef * minmax(logit of the token over the batch's tokens), floored at 0 where A'_i > 0."""
+    out = torch.zeros_like(m)
+    flat = [float(token_logits[i, t]) for i in range(len(r)) for t in range(m.shape[1]) if m[i, t] > 0]
+    lo, hi = min(flat), max(flat)
+    for g in range(len(r) // G):
+        rows = range(g * G, g * G + G)
+        rs = [float(r[i]) for i in rows]
+        cs = [float((certainty[i] * m[i]).sum()) for i in rows]
+        mr, mc = sum(rs) / G, sum(cs) / G
+        sr = math.sqrt(sum((x - mr) ** 2 for x in rs) / (G - 1))
+        sc = math.sqrt(sum((x - mc) ** 2 for x in cs) / (G - 1))
+        for k, i in enumerate(rows):
+            a = (rs[k] - mr) / (sr + 1e-6)
+            z = (cs[k] - mc) / (sc + 1e-6)
+            scaled = a * (math.exp(-beta_pos * z) if a > 0 else math.exp(beta_neg * z))
+            for t in range(m.shape[1]):
+                if m[i, t] > 0:
+                    raw = scaled - coef * (float(token_logits[i, t]) - lo) / (hi - lo + 1e-6)
+                    out[i, t] = max(raw, 0.0) if scaled > 0 else raw
+    return out
+
+
+def ucas_inputs(model, b):
+    """KL(U || p_t) = logsumexp(z) - mean(z) - log V and the generated token's raw logit z_{y_t}, per completion
+    token."""
+    start = completion_start(b)
+    pos = (b.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        z = model(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos).logits[:, start - 1:-1]
+    z = z.float()
+    cert = torch.logsumexp(z, -1) - z.mean(-1) - math.log(z.shape[-1])
+    tok = z.gather(-1, b.input_ids[:, start:, None]).squeeze(-1)
+    m = completion_mask(b)
+    return cert * m, tok * m
+
+
 def ref_psr(r, **_):
     """PSR (Zhu et al. 2025, Eq. 4): A_i = 1[correct]."""
     return (r > 0.5).float()
@@ -222,6 +261,7 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "passk": (["algorithm.advantage_params={k: 2}"], ref_passk),
     "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
     "dgpo": ([], ref_dgpo),
+    "ucas": ([], ref_ucas),
     "psr": ([], ref_psr),
     "nsr": ([], ref_nsr),
     "w_reinforce": ([], ref_w_reinforce),
@@ -317,6 +357,8 @@ def test_estimator_through_the_recipe_matches_its_paper(tmp_path, name):
     kw = {}
     if name == "entropy_guided":
         kw["entropy"] = entropy_reference(model0, b)
+    if name == "ucas":
+        kw["certainty"], kw["token_logits"] = ucas_inputs(model0, b)
     if critic:
         with torch.no_grad():
             values = critic_reference_values(critic0, b)

@@ -31,6 +31,7 @@ from torch import Tensor
 from rlvr.algorithms.dgpo import dgpo_advantages
 from rlvr.algorithms.gae import GAEParams
 from rlvr.algorithms.maxk import maxk_advantages
+from rlvr.algorithms.ucas import ucas_advantages
 from rlvr.registry import Registry, params_from_signature
 
 __all__ = [
@@ -480,6 +481,10 @@ _A.add("nsr", nsr_advantages)
 _A.add("w_reinforce", w_reinforce_advantages)
 _A.add("quantile", quantile_advantages)
 _A.add("entropy_guided", entropy_guided_advantages, needs={"entropy", "mask"})
+
+_A.add("ucas", ucas_advantages, needs={"certainty", "token_logits", "mask"},
+       doc="UCAS: GRPO advantages scaled by the response's group-z-scored self-confidence, minus a token-level "
+           "penalty of the generated token's min-max normalised raw logit")
 _A.add("noisy_backward", _noisy_backward)
 _A.add("noisy_forward", _noisy_forward)
 del _A

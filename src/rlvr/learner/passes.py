@@ -108,6 +108,20 @@ def self_certainty_pass(model, batch: Batch, settings: LearnerSettings, device) 
     return _eval_pass(model, batch, settings.micro_batch_size, device, fn)
 
 
+def token_logit_pass(model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
+    """The raw logit of each generated token at its completion position, [B, T] (no grad; UCAS's token-level
+    certainty)."""
+
+    def fn(mb, start):
+        T = mb.input_ids.shape[1]
+        position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
+        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=position_ids,
+                       use_cache=False, logits_to_keep=T - start + 1).logits[:, :-1, :]
+        return logits.float().gather(-1, mb.input_ids[:, start:, None]).squeeze(-1)
+
+    return _eval_pass(model, batch, settings.micro_batch_size, device, fn)
+
+
 def _reference_batch(samples: Sequence[Sample], problems: dict[str, Problem], tokenizer, G: int, pad_id: int):
     """The rows the reference likelihood scores: per group, G rows ``prompt + reasoning_i + \\boxed{ + ref`` and
     one row ``prompt + \\boxed{ + ref``; the completion mask marks the reference's tokens only."""

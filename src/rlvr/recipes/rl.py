@@ -64,7 +64,7 @@ from rlvr.learner.checkpoint import (
 )
 from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
 from rlvr.learner.optim import make_optimizer
-from rlvr.learner.passes import PolicyProbe
+from rlvr.learner.passes import PolicyProbe, self_certainty_pass, token_logit_pass
 from rlvr.learner.update import (
     critic_value_pass,
     distill_logprobs,
@@ -743,6 +743,10 @@ class RLRecipe:
                                                                 self.device)
         if self.credit.wants_entropy:  # the estimator takes it (RL-ZVP), or the entropy token gate is on
             inputs["entropy"] = policy_entropy(self.model, batch, self.learner_settings, self.device)
+        if "certainty" in takes:  # UCAS: the policy's per-token self-certainty KL(U || p)
+            inputs["certainty"] = self_certainty_pass(self.model, batch, self.learner_settings, self.device)
+        if "token_logits" in takes:  # UCAS: the raw logit of each generated token
+            inputs["token_logits"] = token_logit_pass(self.model, batch, self.learner_settings, self.device)
         if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
         if token_kl is not None and "kl" in takes:

@@ -81,3 +81,35 @@ def test_as_a_reward_function_it_scores_the_group_and_is_checked_at_load(tiny_mo
     with pytest.raises(ConfigError, match="no config.json"):
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}",
                                       f"reward.functions=[verifier, {{kind: genrm, params: {{path: {tmp_path}}}}}]"])
+
+
+def test_the_pairwise_tournament_by_hand(tiny_model_dir):
+    """Each pair's preference is the mean of p(A)/(p(A)+p(B)) in both orders (checked against the model's logits),
+    win rates are the mean over the other samples, and the win rates of a group sum to G / 2."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.rewards.genrm import PAIRWISE, PairwiseJudge
+
+    judge = PairwiseJudge(str(tiny_model_dir))
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    problem = Problem("p", prompt="Write a word.", answer="")
+
+    def first(a, b):
+        text = PAIRWISE.format(question="Write a word.", a=a, b=b)
+        ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True)
+        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        with torch.no_grad():
+            z = model(input_ids=torch.tensor([list(ids)])).logits[0, -1]
+        ya, yb = tok.encode("A", add_special_tokens=False)[0], tok.encode("B", add_special_tokens=False)[0]
+        return float(torch.exp(z[ya]) / (torch.exp(z[ya]) + torch.exp(z[yb])))
+
+    texts = ["cat", "dog", "a longer answer"]
+    pref = {(i, j): 0.5 * (first(texts[i], texts[j]) + 1 - first(texts[j], texts[i]))
+            for i in range(3) for j in range(3) if i < j}
+    want = [(pref[0, 1] + pref[0, 2]) / 2, (1 - pref[0, 1] + pref[1, 2]) / 2, (2 - pref[0, 2] - pref[1, 2]) / 2]
+    got = judge.win_rates(problem, texts)
+    assert got == pytest.approx(want, rel=1e-5)
+    assert sum(got) == pytest.approx(1.5)
+    assert judge.prefer(problem, "x", "x") == pytest.approx(0.5)  # a response against itself: no position edge
+    assert judge.win_rates(problem, ["alone"]) == [0.5]

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from rlvr.types import problem_text
 
-__all__ = ["GenerativeVerifier", "QUESTION", "check_causal_lm_dir"]
+__all__ = ["GenerativeVerifier", "PairwiseJudge", "QUESTION", "PAIRWISE", "check_causal_lm_dir"]
 
 QUESTION = "Is the answer correct (Yes/No)?"
 """The verification instruction (GenRM's ``I``)."""
@@ -87,3 +87,53 @@ class GenerativeVerifier:
 
     def score_steps(self, problem: Any, steps: list[str], delimiter: str = "\n\n") -> list[float]:
         return [self.score(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))]
+
+
+PAIRWISE = ("Question: {question}\n\nResponse A: {a}\n\nResponse B: {b}\n\n"
+            "Which response is better, A or B? Answer with one letter.")
+"""The pairwise judge's prompt (Pairwise-RL / Writing-Zero style): the judge's next token decides."""
+
+
+class PairwiseJudge(GenerativeVerifier):
+    """A causal LM as a pairwise judge: ``p(A beats B) = p("A") / (p("A") + p("B"))`` of the next token after
+    :data:`PAIRWISE`, averaged over both presentation orders (``(p(A>B | A, B) + 1 - p(B>A | B, A)) / 2``), so
+    position bias cancels."""
+
+    def __init__(self, path: str, *, device: str = "cpu", max_length: int = 4096):
+        super().__init__(path, device=device, max_length=max_length, yes="A", no="B")
+        self.name = f"pairwise:{path}"
+
+    def _first(self, question: str, a: str, b: str) -> float:
+        torch = self._torch
+        text = PAIRWISE.format(question=question, a=a, b=b)
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                          add_generation_prompt=True)
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+        else:
+            ids = tok(text + "\n", add_special_tokens=True)["input_ids"]
+        with torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([list(ids)[-self.max_length:]], device=self.device)).logits
+        last = logits[0, -1].float()
+        return float(torch.stack([last[self.yes_id], last[self.no_id]]).softmax(-1)[0])
+
+    def prefer(self, problem: Any, a: str, b: str) -> float:
+        """The probability that ``a`` is better than ``b``, both orders averaged."""
+        q = problem_text(problem)
+        return 0.5 * (self._first(q, a, b) + 1.0 - self._first(q, b, a))
+
+    def win_rates(self, problem: Any, completions: Sequence[str]) -> list[float]:
+        """Each completion's mean probability of beating each other one of the group (a round-robin
+        tournament; 0.5 for a group of one); ``G (G - 1) / 2`` pairs, each judged in both orders."""
+        G = len(completions)
+        if G < 2:
+            return [0.5] * G
+        wins = [0.0] * G
+        for i in range(G):
+            for j in range(i + 1, G):
+                p = self.prefer(problem, completions[i], completions[j])
+                wins[i] += p
+                wins[j] += 1.0 - p
+        return [w / (G - 1) for w in wins]

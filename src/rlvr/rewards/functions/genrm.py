@@ -6,10 +6,10 @@ from typing import Any, Callable
 
 from pydantic import PositiveInt
 
-from rlvr.rewards.genrm import GenerativeVerifier, check_causal_lm_dir
+from rlvr.rewards.genrm import GenerativeVerifier, PairwiseJudge, check_causal_lm_dir
 from rlvr.rewards.rubric import reward_function
 
-__all__ = ["genrm_reward"]
+__all__ = ["genrm_reward", "pairwise_reward"]
 
 _LOADED: dict[tuple, GenerativeVerifier] = {}
 """Verifiers loaded in this process, by what they were loaded with."""
@@ -37,5 +37,28 @@ def genrm_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096
 
             _LOADED[key] = GenerativeVerifier(path, device=str(resolve_device(device)), max_length=max_length)
         return _LOADED[key].score_many([(problem, c) for c in completions])
+
+    return score
+
+
+@reward_function("pairwise", scope="group", check=_check)
+def pairwise_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096) -> Callable[..., list[float]]:
+    """A round-robin tournament judged by a causal LM: each completion's mean probability of beating each other
+    completion of its group, ``p("A") / (p("A") + p("B"))`` after "Which response is better, A or B?", both
+    orders averaged (:class:`rlvr.rewards.genrm.PairwiseJudge`).
+
+    Pairwise rewards for tasks without a checkable answer (Pairwise-RL, Writing-Zero's pairwise GenRM, ArenaRL's
+    tournaments): the reward is relative to the group, as GRPO's baseline is; ``G (G - 1)`` judge passes per group.
+    Reference-free; the weight-0 monitor or a sum with a verifier is the safe use, as for ``genrm``.
+    """
+    check_causal_lm_dir(path)
+
+    def score(problem, completions: list[str]) -> list[float]:
+        key = ("pairwise", path, device, max_length)
+        if key not in _LOADED:
+            from rlvr.utils.device import resolve_device
+
+            _LOADED[key] = PairwiseJudge(path, device=str(resolve_device(device)), max_length=max_length)
+        return _LOADED[key].win_rates(problem, completions)
 
     return score

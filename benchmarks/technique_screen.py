@@ -61,6 +61,7 @@ ARMS: dict[str, list[str]] = {
     "minibatch2": ["algorithm.mini_batches=2"],
     "cispo": ["algorithm.policy_loss=cispo", "algorithm.mini_batches=2"],
     "sapo": ["algorithm.policy_loss=sapo", "algorithm.mini_batches=2"],
+    "sparse_1pct": ["train.update_fraction=0.01"],
     "clip_schedule": ["algorithm.mini_batches=2", "algorithm.clip_schedule=[[6, 0.2, 0.28]]"],
 }
 """Arm name -> its overrides of the demo config (add a technique here to screen it)."""

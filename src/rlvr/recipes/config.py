@@ -284,6 +284,9 @@ class TrainConfig(ConfigModel):
         "adamw", "adamw: torch AdamW (fp32 moments); adamw_bf16: the same update with both moments stored in "
                  "bfloat16 with stochastic rounding (half the optimizer memory: -0.54 GB for the 135M model)")
     weight_decay: float = option(0.0, "AdamW weight decay", ge=0)
+    update_fraction: float = option(1.0, "train a fixed random share of each weight tensor's entries, the rest frozen "
+                                         "(the Multiple Ticket Hypothesis: 0.01 matched full RLVR); 1: all", gt=0,
+                                    le=1)
     betas: list[float] = option(None, "AdamW betas", default_factory=lambda: [0.9, 0.99], min_length=2, max_length=2)
     warmup_steps: int = option(2, "linear warm-up steps", ge=0)
     schedule: Literal["constant", "cosine", "linear"] = option(

@@ -63,7 +63,7 @@ from rlvr.learner.checkpoint import (
     set_rng_state,
 )
 from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
-from rlvr.learner.optim import make_optimizer
+from rlvr.learner.optim import make_optimizer, sparse_update_masks
 from rlvr.learner.passes import PolicyProbe, self_certainty_pass, token_logit_pass
 from rlvr.learner.update import (
     critic_value_pass,
@@ -467,6 +467,8 @@ class RLRecipe:
 
     def setup_optimizers(self) -> None:
         cfg, tcfg = self.cfg, self.cfg.train
+        if tcfg.update_fraction < 1:  # a random sparse subnetwork is trained, the rest frozen by gradient masks
+            self.update_masks = sparse_update_masks(self.model, tcfg.update_fraction, tcfg.seed)
         self.optimizer = make_optimizer([p for p in self.model.parameters() if p.requires_grad], tcfg.optimizer,
                                         lr=tcfg.lr, betas=tcfg.betas, weight_decay=tcfg.weight_decay, seed=tcfg.seed)
         self.scheduler = make_scheduler(self.optimizer, cfg.schedule_settings())

@@ -525,6 +525,7 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
         "algorithm.mopps": alg.mopps,
         "algorithm.entropy_floor": alg.entropy_floor > 0,
         "algorithm.entropy_bonus_fraction": alg.entropy_bonus_fraction < 1,
+        "train.update_fraction": tcfg.update_fraction < 1,
         "eval.every": bool(cfg.eval.every),
         "distill.teacher (on-policy distillation)": cfg.distill.teacher is not None,
         # the chunked path reads lm_head.weight outside the head's forward (no all-gather of the shard);
@@ -541,6 +542,17 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
         bad[f"algorithm.advantage={alg.advantage} (whitens over every completion token of the step's batch; "
             "the FSDP recipe computes advantages per rank)"] = True
     return [k for k, on in bad.items() if on]
+
+
+@rule
+def sparse_updates_freeze_exactly(cfg: RunConfig) -> None:
+    """``train.update_fraction`` freezes entries by zeroing their gradients: AdamW's decoupled weight decay would
+    still move them."""
+    t = cfg.train
+    if t.update_fraction < 1 and t.weight_decay > 0:
+        raise ValueError(f"train.update_fraction={t.update_fraction} trains a random subset of the weights by masking "
+                         f"gradients, but train.weight_decay={t.weight_decay} decays the frozen ones too: set "
+                         "train.weight_decay=0")
 
 
 @rule

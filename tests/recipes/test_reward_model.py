@@ -143,3 +143,30 @@ def test_check_reward_model_dir_refuses_the_wrong_kind(tmp_path, tiny_model_dir)
     (orm / "rlvr_reward_model.json").write_text(json.dumps({"kind": "orm"}))
     with pytest.raises(ValueError, match="trained as a ORM"):
         check_reward_model_dir(str(orm), "prm")
+
+
+def test_prm_labels_from_checking_the_calculations(tmp_path, tiny_model_dir):
+    """label=calculations: 1 before the first step with a wrong written calculation, 0 from it on; no sampling."""
+    from rlvr.rewards.functions.arithmetic_steps import calculation_step_labels
+
+    assert calculation_step_labels(["2 + 3 = 5", "so 5 * 2 = 11", "then 11 + 1 = 12", "\\boxed{12}"]) == [1, 0, 0, 0]
+    assert calculation_step_labels(["add them", "2 + 3 = 5", "\\boxed{5}"]) == [1, 1, 1]
+    header = {"rlvr_samples": 1, "task": "jsonl", "task_fingerprint": "0" * 16, "model": "tiny",
+              "model_fingerprint": "0" * 16, "sampling": {"n": 2, "temperature": 1.0, "top_p": 1.0,
+                                                           "max_new_tokens": 32, "seed": 0}}
+    rows = [json.dumps(header)]
+    for i in range(4):
+        a, b = i + 1, i + 4
+        texts = [f"{a} + {b} = {a + b}\n\n\\boxed{{{a + b}}}", f"{a} + {b} = {a + b + 1}\n\n\\boxed{{{a + b + 1}}}"]
+        rows.append(json.dumps({"id": f"p{i}", "answer": str(a + b), "prompt": f"What is {a}+{b}?",
+                                "samples": [{"text": t, "num_tokens": len(t), "finish_reason": "stop",
+                                             "logprob_sum": -1.0} for t in texts]}))
+    samples = tmp_path / "c.samples.jsonl"
+    samples.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "prm"
+    cfg = RMConfig(kind="prm", model=str(tiny_model_dir), samples=str(samples), output_dir=str(out),
+                   verifier="numeric", step_tag="#", good="+", bad="-", label="calculations",
+                   samples_per_problem=2, lr=1e-3, batch_size=2, max_updates=1, heldout_fraction=0.5)
+    train_reward_model(cfg)
+    labels = [json.loads(x) for x in (out / "prm_labels.jsonl").read_text().splitlines()]
+    assert {(r["sample"], tuple(r["labels"])) for r in labels} == {(0, (1.0, 1.0)), (1, (0.0, 0.0))}

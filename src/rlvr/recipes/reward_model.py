@@ -78,8 +78,10 @@ class RMConfig(ConfigModel):
     good: str = option("+", "PRM: token meaning a good step")
     bad: str = option("-", "PRM: token meaning a bad step")
     rollouts_per_step: int = option(4, "PRM: continuations sampled from each step prefix (Math-Shepherd's N)", ge=1)
-    label: Literal["soft", "hard"] = option("soft", "PRM: soft = success rate of the continuations, hard = 1 if any "
-                                                     "succeeds (Math-Shepherd SE / HE)")
+    label: Literal["soft", "hard", "calculations"] = option(
+        "soft", "PRM: soft = success rate of the continuations, hard = 1 if any succeeds (Math-Shepherd SE / HE), "
+                "calculations = 1 before the first step with a wrong written calculation, 0 from it on (checked by "
+                "rule, no sampling: FoVer-style labels from a checker)")
     max_steps: int = option(8, "PRM: steps labelled per sample at most (the first ones)", ge=1)
     samples_per_problem: int = option(4, "PRM: samples per problem that get step labels (both outcomes if possible)",
                                       ge=1)
@@ -365,6 +367,7 @@ def _prm_labels(cfg: RMConfig, model, tokenizer, data: list[_Problem], verifier:
     (correct and wrong ones alternated, so both outcomes are represented)."""
     from rlvr.engines.base import SamplingParams
     from rlvr.engines.hf import HFEngine
+    from rlvr.rewards.functions.arithmetic_steps import calculation_step_labels
     from rlvr.rewards.models import split_steps
     from rlvr.types import Problem
     from rlvr.verifiers import get_verifier, safe_verify
@@ -385,6 +388,10 @@ def _prm_labels(cfg: RMConfig, model, tokenizer, data: list[_Problem], verifier:
             if not steps:
                 continue
             whole = len(split_steps(d.texts[j], cfg.delimiter)) == len(steps)
+
+            if cfg.label == "calculations":  # labels from checking each step's arithmetic: no continuations
+                out.setdefault(d.id, {})[j] = (steps, calculation_step_labels(steps))
+                continue
 
             def verify(text, _a=d.answer):
                 return safe_verify(verify_fn, text, _a).correct

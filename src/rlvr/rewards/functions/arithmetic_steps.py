@@ -8,7 +8,7 @@ from typing import Callable
 
 from rlvr.rewards.rubric import reward_function
 
-__all__ = ["arithmetic_steps_reward", "calculations", "evaluate"]
+__all__ = ["arithmetic_steps_reward", "calculations", "evaluate", "calculation_step_labels"]
 
 _RESULT = re.compile(r"=\s*(-?\d+(?:\.\d+)?)(?![\d.]*\d)")
 """A stated result: ``= <number>``, not followed by more of a number."""
@@ -79,6 +79,18 @@ def calculations(text: str) -> list[tuple[str, str, bool]]:
             out.append((expr, m.group(1), abs(value - want) <= 1e-9 * max(1.0, abs(want))))
             break
         prev_end, prev_result = m.end(), m.group(1)
+    return out
+
+
+def calculation_step_labels(steps: list[str]) -> list[float]:
+    """Process labels of ``steps`` from checking their calculations (FoVer's idea, step labels from a formal checker
+    rather than sampled continuations): 1 for each step before the first step that writes a wrong calculation, 0
+    for that step and every later one (an error is not undone by later steps: the first-error labelling of
+    PRM800K and ProcessBench).  Steps without a calculation take their place in that order."""
+    out, wrong = [], False
+    for step in steps:
+        wrong = wrong or any(not ok for *_, ok in calculations(step))
+        out.append(0.0 if wrong else 1.0)
     return out
 
 

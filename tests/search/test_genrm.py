@@ -29,8 +29,18 @@ def test_the_score_is_the_normalised_probability_of_yes(tiny_model_dir):
         want = float(torch.exp(logits[y]) / (torch.exp(logits[y]) + torch.exp(logits[n])))
         assert v.score(problem, completion) == pytest.approx(want, rel=1e-5)
         assert 0.0 < want < 1.0
+    # per step: the step question on the solution so far
+    text = f"Question: What is 2 + 3?\n\nSolution so far: 2 + 3 = 5.\n\n\\boxed{{5}}\n\nIs the last step correct (Yes/No)?"
+    ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True)
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([list(ids)])).logits[0, -1]
+    y, n = tok.encode("Yes", add_special_tokens=False)[0], tok.encode("No", add_special_tokens=False)[0]
     steps = v.score_steps(problem, ["2 + 3 = 5.", "\\boxed{5}"])
-    assert steps[1] == pytest.approx(v.score(problem, "2 + 3 = 5.\n\n\\boxed{5}"), rel=1e-6)
+    assert len(steps) == 2
+    assert steps[1] == pytest.approx(float(torch.exp(logits[y]) / (torch.exp(logits[y]) + torch.exp(logits[n]))),
+                                     rel=1e-5)
+    assert steps[1] != pytest.approx(v.score(problem, "2 + 3 = 5.\n\n\\boxed{5}"), rel=1e-6)  # another question
 
 
 def test_search_ranks_by_it_and_never_beats_the_oracle(tiny_model_dir, tmp_path):
@@ -113,3 +123,21 @@ def test_the_pairwise_tournament_by_hand(tiny_model_dir):
     assert sum(got) == pytest.approx(1.5)
     assert judge.prefer(problem, "x", "x") == pytest.approx(0.5)  # a response against itself: no position edge
     assert judge.win_rates(problem, ["alone"]) == [0.5]
+
+
+def test_beam_search_prunes_by_its_step_scores(tiny_model_dir):
+    """Live beam search with the generative verifier as the process scorer: the kept beam's step scores are the
+    verifier's own step scores of its steps."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.engines.hf import HFEngine
+    from rlvr.search.beam import BeamConfig, beam_search
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    engine = HFEngine(AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval(), tok, batch_size=8)
+    v = load_scorer(f"genrm:{tiny_model_dir}")
+    problem = Problem("p", prompt="What is 2 + 3?", answer="5")
+    res = beam_search(engine, v, problem, BeamConfig(beam_width=2, expansions=2, max_steps=2, step_max_tokens=4,
+                                                     delimiter=" "))
+    assert res.candidates >= 4 and len(res.step_scores) == res.num_steps >= 1
+    assert all(0.0 < s < 1.0 for s in res.step_scores)

@@ -21,6 +21,9 @@ __all__ = ["GenerativeVerifier", "PairwiseJudge", "QUESTION", "PAIRWISE", "check
 QUESTION = "Is the answer correct (Yes/No)?"
 """The verification instruction (GenRM's ``I``)."""
 
+STEP_QUESTION = "Is the last step correct (Yes/No)?"
+"""The step-verification instruction of :meth:`GenerativeVerifier.score_steps` (the model as a process verifier)."""
+
 
 def check_causal_lm_dir(path: str) -> None:
     """Refuse (ValueError) a directory that is not a causal LM, reading only its ``config.json``."""
@@ -57,10 +60,12 @@ class GenerativeVerifier:
             raise ValueError(f"the tokenizer encodes {word!r} to no token")
         return int(ids[0])  # the first token of the answer word decides it
 
-    def prompt_ids(self, question: str, completion: str) -> list[int]:
+    def prompt_ids(self, question: str, completion: str, *, step: bool = False) -> list[int]:
         """The verification prompt's token ids (the last ``max_length``): the chat of a user turn holding the
-        question, the solution and :data:`QUESTION`, with the assistant turn opened."""
-        text = f"Question: {question}\n\nSolution: {completion}\n\n{QUESTION}"
+        question, the solution and :data:`QUESTION` (``step``: the solution so far and :data:`STEP_QUESTION`), with
+        the assistant turn opened."""
+        text = (f"Question: {question}\n\nSolution so far: {completion}\n\n{STEP_QUESTION}" if step else
+                f"Question: {question}\n\nSolution: {completion}\n\n{QUESTION}")
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
@@ -71,12 +76,13 @@ class GenerativeVerifier:
             ids = tok(text + "\n", add_special_tokens=True)["input_ids"]
         return list(ids)[-self.max_length:]
 
-    def score_many(self, items: Sequence[tuple[Any, str]]) -> list[float]:
+    def score_many(self, items: Sequence[tuple[Any, str]], *, step: bool = False) -> list[float]:
         torch = self._torch
         out = []
         with torch.inference_mode():
             for problem, completion in items:
-                ids = torch.tensor([self.prompt_ids(problem_text(problem), completion)], device=self.device)
+                ids = torch.tensor([self.prompt_ids(problem_text(problem), completion, step=step)],
+                                   device=self.device)
                 logits = self.model(input_ids=ids).logits[0, -1].float()
                 two = torch.stack([logits[self.yes_id], logits[self.no_id]]).softmax(-1)
                 out.append(float(two[0]))
@@ -86,7 +92,10 @@ class GenerativeVerifier:
         return self.score_many([(problem, completion)])[0]
 
     def score_steps(self, problem: Any, steps: list[str], delimiter: str = "\n\n") -> list[float]:
-        return [self.score(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))]
+        """Per step, ``p(Yes)`` normalised after "Is the last step correct (Yes/No)?" given the solution up to it:
+        the model as a process verifier (the direct form of LLM-as-PRM: no verification chain of thought, which
+        GenPRM and ThinkPRM generate first); ``rlvr search --beam`` prunes by it."""
+        return self.score_many([(problem, delimiter.join(steps[: k + 1])) for k in range(len(steps))], step=True)
 
 
 PAIRWISE = ("Question: {question}\n\nResponse A: {a}\n\nResponse B: {b}\n\n"

@@ -212,3 +212,62 @@ def test_held_out_loss_falls_and_the_final_model_loads_as_rlvr_train_model(tmp_p
 
     with pytest.raises(RunDirectoryError, match="earlier finished run"):
         run_sft(_cfg(tmp_path, f"model.name={tiny_model_dir}"))
+
+
+# --------------------------------------------------------------------------- offline RL: weighted examples
+def test_weighted_examples_scale_their_nll_by_hand(tiny_model, tiny_tokenizer):
+    """Reward-weighted regression: the gradient is that of sum_i w_i sum_t -log p_it / N (N: every loss token),
+    so a weight-0 example contributes nothing and a weight-2 one counts twice."""
+    import copy
+
+    from rlvr.learner.sft import supervised_update
+
+    tok = tiny_tokenizer
+    exs = [SFTExample("a", prompt="1+1", completion="2", weight=2.0),
+           SFTExample("b", prompt="2+2", completion="five", weight=0.0),
+           SFTExample("c", prompt="3+3", completion="6", weight=0.5)]
+    samples = [encode_example(tok, ex) for ex in exs]
+    ref = copy.deepcopy(tiny_model)
+    batch = sft_batch(samples, tok.pad_token_id)
+    mb, start = sub_batch(batch, torch.arange(3))
+    mask = mb.completion_mask[:, start:]
+    logp = _logprobs(ref, mb, start, SFTSettings())
+    per_row = -(logp * mask).sum(-1)
+    loss = (torch.tensor([2.0, 0.0, 0.5]) * per_row).sum() / mask.sum()
+    loss.backward()
+    seen = {}
+
+    class Record(torch.optim.SGD):
+        def step(self, closure=None):
+            seen["g"] = [p.grad.clone() for p in tiny_model.parameters() if p.grad is not None]
+
+    out = supervised_update(tiny_model, Record(tiny_model.parameters(), lr=0.0), samples,
+                            SFTSettings(micro_batch_size=2, max_grad_norm=0), tok.pad_token_id)
+    assert out["loss"] == pytest.approx(float(loss.detach()), rel=1e-5) and out["tokens"] == int(mask.sum())
+    want = [p.grad for p in ref.parameters() if p.grad is not None]
+    assert len(seen["g"]) == len(want)
+    for g, w in zip(seen["g"], want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-7)
+
+
+def test_a_weight_field_is_read_and_bad_weights_fail_naming_the_line(tmp_path):
+    f = tmp_path / "logged.jsonl"
+    f.write_text("".join(json.dumps({"prompt": f"q{i}", "completion": f"a{i}", "reward": r}) + "\n"
+                         for i, r in enumerate([1.0, 0.0, 0.25, 2])))
+    train, held, _ = load_examples(_cfg(tmp_path, "data.source=jsonl", f"data.path={f}", "data.weight_field=reward",
+                                        "data.num_heldout=0"))
+    assert sorted(ex.weight for ex in train) == [0.0, 0.25, 1.0, 2.0]
+    for bad, match in [(-1, "must be a finite number >= 0"), ("high", "must be a finite number >= 0"),
+                       (None, "must be a finite number >= 0")]:
+        g = tmp_path / "bad.jsonl"
+        g.write_text(json.dumps({"prompt": "q", "completion": "a", "reward": 1}) + "\n"
+                     + json.dumps({"prompt": "q", "completion": "a", "reward": bad}) + "\n")
+        with pytest.raises(DatasetError, match=match) as e:
+            load_examples(_cfg(tmp_path, "data.source=jsonl", f"data.path={g}", "data.weight_field=reward"))
+        assert f"{g}:2" in str(e.value)
+    h = tmp_path / "none.jsonl"
+    h.write_text(json.dumps({"prompt": "q", "completion": "a"}) + "\n")
+    with pytest.raises(DatasetError, match="no weight field 'reward'"):
+        load_examples(_cfg(tmp_path, "data.source=jsonl", f"data.path={h}", "data.weight_field=reward"))
+    with pytest.raises(ConfigError, match="data.weight_field"):
+        _cfg(tmp_path, "data.weight_field=reward")  # the task source has no weights

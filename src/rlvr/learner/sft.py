@@ -141,7 +141,7 @@ def encode_example(tokenizer, ex: SFTExample, system_prompt: str | None = None,
             return None
         completion, mask = completion[:room], mask[:room]
     return Sample(ex.id, list(prompt_ids), completion, [0.0] * len(completion), ex.completion or "", "stop",
-                  mask=None if all(mask) else mask)
+                  mask=None if all(mask) else mask, info={"weight": ex.weight} if ex.weight != 1.0 else {})
 
 
 def encode_examples(tokenizer, examples: Sequence[SFTExample], system_prompt: str | None = None,
@@ -170,8 +170,9 @@ def masked_nll(logp: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, to
 
 def sft_batch(samples: Sequence[Sample], pad_id: int) -> Batch:
     """The padded batch of encoded examples (prompts left-padded, completions right-padded; the loss mask is the
-    batch's ``completion_mask``)."""
-    return collate(list(samples), torch.zeros(len(samples)), pad_id)
+    batch's ``completion_mask``; each row's loss weight, ``info["weight"]`` or 1, in ``advantages``)."""
+    weights = torch.tensor([float(s.info.get("weight", 1.0)) for s in samples])
+    return collate(list(samples), weights, pad_id)
 
 
 def _chunks(batch: Batch, s: SFTSettings) -> list[torch.Tensor]:
@@ -188,8 +189,8 @@ def _logprobs(model, mb: Batch, start: int, s: SFTSettings) -> torch.Tensor:
 
 def supervised_update(model, optimizer, samples: Sequence[Sample], settings: SFTSettings,
                       pad_id: int) -> dict[str, float]:
-    """One optimizer step of mean NLL over the loss-masked tokens of ``samples``, gradients accumulated over
-    micro-batches (each weighted by its share of the batch's loss tokens); returns ``loss`` (that mean, before
+    """One optimizer step of mean (weighted) NLL over the loss-masked tokens of ``samples``, gradients accumulated
+    over micro-batches (each weighted by its share of the batch's loss tokens); returns ``loss`` (that mean, before
     the step), ``grad_norm`` (before clipping), ``tokens`` (loss tokens) and ``seqs``.  The caller zeroes
     nothing: gradients are set to None before and after."""
     s = settings
@@ -208,7 +209,9 @@ def supervised_update(model, optimizer, samples: Sequence[Sample], settings: SFT
         mb, start = sub_batch(batch, chunk, device)
         with amp:
             logp = _logprobs(model, mb, start, s)
-        nll, _ = masked_nll(logp.float(), mb.completion_mask[:, start:])
+        # each row's weight scales its tokens' NLL; the normaliser stays the batch's loss tokens: reward-weighted
+        # regression, sum_i w_i sum_t -log p / N (every weight 1: plain SFT)
+        nll, _ = masked_nll(logp.float(), mb.completion_mask[:, start:] * mb.advantages[:, None])
         (nll / total).backward()
         nll_sum += float(nll.detach())
     params = [p for p in model.parameters() if p.requires_grad]

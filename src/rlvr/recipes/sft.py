@@ -72,7 +72,7 @@ def load_examples(cfg: SFTConfig) -> tuple[list[SFTExample], list[SFTExample], l
     d = cfg.data
     problems_heldout: list[Problem] = []
     fields = dict(fmt=d.format, messages_field=d.messages_field, prompt_field=d.prompt_field,
-                  completion_field=d.completion_field)
+                  completion_field=d.completion_field, weight_field=d.weight_field)
     if d.source == "task":
         train_p, held_p = build_task(cfg.task)
         if not train_p:

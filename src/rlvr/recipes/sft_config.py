@@ -40,6 +40,9 @@ class SFTDataConfig(ConfigModel):
     messages_field: str = option("messages", "the field holding a chat: a list of {role, content}")
     prompt_field: str = option("prompt", "the field holding the prompt (a user message)")
     completion_field: str = option("completion", "the field holding the completion the model learns")
+    weight_field: str | None = option(
+        None, "jsonl / hf: a field holding each example's loss weight, a number >= 0 (offline RL as reward-weighted "
+              "regression: the reward, or a positive advantage, of a logged completion); None: every weight 1")
     completion_template: str = option(
         "{solution}", "data.source=task: the completion of each problem, a str.format template over its answer, "
                       "prompt, id and metadata keys (arithmetic's solution is its worked solution ending in "
@@ -58,6 +61,9 @@ class SFTDataConfig(ConfigModel):
     def _path_of_the_source(self) -> SFTDataConfig:
         if self.source in ("jsonl", "hf") and not self.path:
             raise ValueError(f"data.path: data.source={self.source} reads a file or dataset: set data.path")
+        if self.source == "task" and self.weight_field is not None:
+            raise ValueError("data.weight_field: data.source=task builds unweighted examples from the task; weights "
+                             "come from a jsonl or hf source")
         if self.source == "task" and self.path:
             raise ValueError("data.path: data.source=task builds its examples from the task section; set "
                              "data.source=jsonl (or hf) to read data.path")

@@ -46,6 +46,8 @@ class SFTExample:
     messages: tuple[dict[str, str], ...] | None = None
     where: str = ""
     """Where it came from (``file:line``, ``dataset[row]``, ``task problem id``), for error messages."""
+    weight: float = 1.0
+    """The example's loss weight (``data.weight_field``: a reward or positive advantage, for offline RL)."""
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -71,17 +73,20 @@ def _messages(value: Any, where: str, fld: str) -> tuple[dict[str, str], ...]:
 
 def sft_rows(rows: Iterable[tuple[str, dict[str, Any]]], *, fmt: str = "auto", messages_field: str = "messages",
              prompt_field: str = "prompt", completion_field: str = "completion",
-             id_prefix: str = "sft") -> list[SFTExample]:
+             id_prefix: str = "sft", weight_field: str | None = None) -> list[SFTExample]:
     """``(where, record)`` pairs as examples; a record that fits the format raises :class:`DatasetError` naming
-    ``where`` and the fields it has."""
+    ``where`` and the fields it has.  With ``weight_field`` every record must hold a finite number >= 0 there (its
+    loss weight)."""
     if fmt not in SFT_FORMATS:
         raise ValueError(f"unknown SFT format {fmt!r} ({', '.join(SFT_FORMATS)})")
     out: list[SFTExample] = []
     for i, (where, rec) in enumerate(rows):
         rid = str(rec.get("id", f"{id_prefix}-{i}"))
         has = ", ".join(sorted(map(str, rec))) or "no fields"
+        weight = _weight(rec, weight_field, where, has)
         if fmt in ("auto", "messages") and rec.get(messages_field) is not None:
-            out.append(SFTExample(rid, messages=_messages(rec[messages_field], where, messages_field), where=where))
+            out.append(SFTExample(rid, messages=_messages(rec[messages_field], where, messages_field), where=where,
+                                  weight=weight))
             continue
         if fmt == "messages":
             raise DatasetError(f"{where}: no messages field {messages_field!r} (the record has: {has}); set "
@@ -99,8 +104,22 @@ def sft_rows(rows: Iterable[tuple[str, dict[str, Any]]], *, fmt: str = "auto", m
                 raise DatasetError(f"{where}: field {name!r} must be a string, got {type(value).__name__}")
         if not completion.strip():
             raise DatasetError(f"{where}: field {completion_field!r} is empty: nothing to train on")
-        out.append(SFTExample(rid, prompt=prompt, completion=completion, where=where))
+        out.append(SFTExample(rid, prompt=prompt, completion=completion, where=where, weight=weight))
     return out
+
+
+def _weight(rec: dict[str, Any], field: str | None, where: str, has: str) -> float:
+    """The record's loss weight: 1 without ``field``; else its finite value >= 0 (DatasetError otherwise)."""
+    import math
+
+    if field is None:
+        return 1.0
+    if field not in rec:
+        raise DatasetError(f"{where}: no weight field {field!r} (the record has: {has}); set data.weight_field")
+    v = rec[field]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise DatasetError(f"{where}: field {field!r} must be a finite number >= 0 (a loss weight), got {v!r}")
+    return float(v)
 
 
 def read_sft_jsonl(path: str | Path, **kw: Any) -> list[SFTExample]:

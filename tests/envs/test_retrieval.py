@@ -184,3 +184,50 @@ def test_the_documented_commands_load():
         path = str(root / args[0]) if args and args[0].endswith(".yaml") else None
         cfg = load_config(RunConfig, path, args[1:] if path else args)
         assert cfg.env.name in ("search", "tools")
+
+
+# --------------------------------------------------------------------------- ZeroSearch: a simulated engine
+def test_a_simulated_search_writes_results_with_the_model(tiny_model_dir):
+    """The simulator's greedy continuation of ZeroSearch's useful (or, at the noise share, noisy) request comes
+    back as [n] lines; the choice is seeded by the query."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rlvr.envs.retrieval import SIMULATED_NOISY, SIMULATED_USEFUL, SimulatedSearch
+
+    sim = SimulatedSearch(str(tiny_model_dir), k=2, noise=0.0, max_new_tokens=12)
+    out = sim("Vellmar founded")
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    ids = tok.apply_chat_template([{"role": "user", "content": SIMULATED_USEFUL.format(k=2, query="Vellmar founded")}],
+                                  tokenize=True, add_generation_prompt=True)
+    ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    with torch.no_grad():
+        gen = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
+    lines = [ln.strip() for ln in tok.decode(gen[0, len(ids):], skip_special_tokens=True).splitlines() if ln.strip()]
+    want = "\n".join(f"[{n}] {ln}" for n, ln in enumerate(lines[:2], 1)) or "no results for 'Vellmar founded'"
+    assert out == want and sim.asked == [("Vellmar founded", False)]
+    noisy = SimulatedSearch(str(tiny_model_dir), noise=1.0, max_new_tokens=4)
+    noisy("anything")
+    assert noisy.asked == [("anything", True)] and "do not answer" in SIMULATED_NOISY
+    half = SimulatedSearch(str(tiny_model_dir), noise=0.5)
+    draws = [half.noisy(f"q{i}") for i in range(400)]
+    assert draws == [half.noisy(f"q{i}") for i in range(400)]  # seeded by the query
+    assert 160 < sum(draws) < 240  # about half
+
+
+def test_the_search_environment_takes_a_simulator(tiny_model_dir, tmp_path):
+    from rlvr.config import ConfigError, load_config
+    from rlvr.recipes.config import RunConfig
+
+    env = build_environment("search", get_verifier("math"), None, k=1, simulator=str(tiny_model_dir),
+                            simulator_tokens=8)
+    st = env.reset(Problem("q", prompt="In what year was Vellmar founded?", answer="1420"))
+    r = env.step(st, "<search>Vellmar founded</search>")
+    assert not r.done and r.observation.startswith("<result>") and r.info["tool_calls"] == 1
+    for params, match in [(f"{{simulator: {tmp_path}}}", "not a model directory"),
+                          ("{noise: 0.5}", "needs a simulator"),
+                          (f"{{simulator: {tiny_model_dir}, noise: 2}}", "noise")]:
+        with pytest.raises(ConfigError, match=match):
+            load_config(RunConfig, None, ["task.name=search_qa", "env.name=search", f"env.params={params}",
+                                          "reward.verifier=math"])

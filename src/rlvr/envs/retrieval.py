@@ -29,7 +29,7 @@ from rlvr.tasks.search_qa import EXAMPLE_NAMES, load_corpus
 from rlvr.utils.extras import require_extra
 
 __all__ = ["SEARCH_MISSING", "require_bm25s", "BM25Index", "corpus_index", "search", "search_tool", "SEARCH_SYSTEM",
-           "search_example"]
+           "search_example", "SimulatedSearch", "SIMULATED_USEFUL", "SIMULATED_NOISY"]
 
 SEARCH_MISSING = "the search tool needs the bm25s package: pip install 'rlvr[search]'"
 
@@ -112,19 +112,94 @@ def _search_schema(query: str) -> str:
     raise NotImplementedError  # the schema the policy sees (k, passage length and corpus are the environment's)
 
 
-def search_tool(k: int = 3, passage_chars: int = 400, corpus: str | None = None) -> Tool:
+def search_tool(k: int = 3, passage_chars: int = 400, corpus: str | None = None, simulator: str | None = None,
+                noise: float = 0.0, max_new_tokens: int = 96) -> Tool:
     """The ``search`` tool with these options; builds (or reuses) the corpus's index now, so that a missing
-    package or a bad corpus fails before the first episode."""
+    package or a bad corpus fails before the first episode.  With ``simulator`` (a causal-LM directory) the results
+    are written by that model instead (:class:`SimulatedSearch`, ZeroSearch), no corpus is read."""
     if not (1 <= k <= 20):
         raise ValueError(f"search: k must be in 1..20, got {k}")
     if not (20 <= passage_chars <= 4000):
         raise ValueError(f"search: passage_chars must be in 20..4000, got {passage_chars}")
-    corpus_index(corpus)
     from transformers.utils import get_json_schema
 
     schema = get_json_schema(_search_schema)
     schema["function"]["name"] = "search"
+    if simulator is not None:
+        return Tool(SimulatedSearch(simulator, k=k, noise=noise, max_new_tokens=max_new_tokens), name="search",
+                    schema=schema)
+    corpus_index(corpus)
     return Tool(partial(search, k=k, passage_chars=passage_chars, corpus=corpus), name="search", schema=schema)
+
+
+SIMULATED_USEFUL = ("You are a search engine. Write {k} short passages, one per line, that answer the search query "
+                    "below with correct facts.\nQuery: {query}")
+"""ZeroSearch's request for useful documents (the simulator writes what a search engine would return)."""
+
+SIMULATED_NOISY = ("You are a search engine. Write {k} short passages, one per line, about the words of the search "
+                   "query below that do not answer it.\nQuery: {query}")
+"""ZeroSearch's request for noisy documents (related but unhelpful)."""
+
+
+class SimulatedSearch:
+    """A search engine simulated by a causal LM (ZeroSearch, Sun et al. 2025, "ZeroSearch: Incentivize the Search
+    Capability of LLMs without Searching", arXiv 2505.04588): each query is answered by documents the simulator
+    writes, asked for *useful* ones or, with probability ``noise``, for *noisy* ones (ZeroSearch raises that
+    probability along training as a curriculum; here it is fixed per run), so the policy learns to search and to
+    judge what it reads without a search API.  The choice is seeded by the query (the same query gets the same kind
+    of result in a resumed run); generation is greedy, at most ``max_new_tokens`` tokens, and the text comes back
+    as ``[n] passage`` lines like the BM25 tool's.  ZeroSearch fine-tunes its simulator first; any causal-LM
+    directory works here, and what it knows is what the policy can find."""
+
+    _models: dict[str, tuple] = {}
+
+    def __init__(self, path: str, k: int = 3, noise: float = 0.0, max_new_tokens: int = 96, seed: int = 0):
+        if not 0.0 <= noise <= 1.0:
+            raise ValueError(f"search: noise must be in [0, 1], got {noise}")
+        self.path, self.k, self.noise, self.max_new_tokens, self.seed = path, k, noise, max_new_tokens, seed
+        self.asked: list[tuple[str, bool]] = []
+        """(query, noisy) of every call, for inspection."""
+
+    def _model(self):
+        if self.path not in self._models:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(self.path)
+            self._models[self.path] = (tok, AutoModelForCausalLM.from_pretrained(self.path).eval())
+        return self._models[self.path]
+
+    def noisy(self, query: str) -> bool:
+        """Whether ``query`` gets noisy documents: a draw with probability ``noise`` seeded by the query."""
+        import hashlib
+        import random
+
+        key = int.from_bytes(hashlib.sha256(f"{self.seed}\0{query}".encode()).digest()[:8], "big")
+        return random.Random(key).random() < self.noise
+
+    def __call__(self, query: str) -> str:
+        import torch
+
+        query = query.strip()
+        if not query:
+            return "no results: the query is empty"
+        noisy = self.noisy(query)
+        self.asked.append((query, noisy))
+        tok, model = self._model()
+        text = (SIMULATED_NOISY if noisy else SIMULATED_USEFUL).format(k=self.k, query=query[:500])
+        if getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                          add_generation_prompt=True)
+            ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        else:
+            ids = tok(text + "\n", add_special_tokens=True)["input_ids"]
+        with torch.inference_mode():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=self.max_new_tokens, do_sample=False,
+                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        written = tok.decode(out[0, len(ids):], skip_special_tokens=True)
+        lines = [ln.strip() for ln in written.splitlines() if ln.strip()][: self.k]
+        if not lines:
+            return f"no results for {query[:100]!r}"
+        return "\n".join(f"[{n}] {ln}" for n, ln in enumerate(lines, 1))
 
 
 SEARCH_SYSTEM = ("You can search an encyclopedia of invented places, people and inventions that you cannot know "
@@ -152,6 +227,18 @@ def search_example(passage_chars: int = 400) -> list[dict]:
 
 
 def _check_search(params: dict, **_) -> None:
+    if params.get("simulator") is not None:
+        from pathlib import Path
+
+        if params.get("corpus") is not None:
+            raise ValueError("search: give a corpus (BM25) or a simulator (an LM writes the results), not both")
+        if not (Path(params["simulator"]) / "config.json").is_file():
+            raise ValueError(f"search: simulator {params['simulator']!r} is not a model directory (no config.json)")
+        if not 0.0 <= float(params.get("noise", 0.0)) <= 1.0:
+            raise ValueError(f"search: noise must be in [0, 1], got {params.get('noise')}")
+        return
+    if params.get("noise", 0.0):
+        raise ValueError("search: noise is the share of noisy simulated results; it needs a simulator")
     require_bm25s_value_error()
     if params.get("corpus") is not None:
         load_corpus(params["corpus"])  # a missing file or a row without title/text: a config error (rows cached)
@@ -168,14 +255,17 @@ def require_bm25s_value_error() -> None:
 @ENVIRONMENTS.register("search", tags={"multi_turn"}, check=_check_search,
                        doc="retrieval: <search>query</search> answered with the top-k BM25 passages of a local "
                            "corpus (default: the search_qa encyclopedia) until a final answer, which reward.verifier "
-                           "scores; params k, passage_chars, corpus, max_turns, observation, example "
-                           "(pip install 'rlvr[search]')")
+                           "scores; params k, passage_chars, corpus, max_turns, observation, example; simulator "
+                           "(an LM writes the results, ZeroSearch) with noise (pip install 'rlvr[search]')")
 def search_env(verifier, tokenizer, *, k: Annotated[int, Field(ge=1, le=20)] = 3,
                passage_chars: Annotated[int, Field(ge=20, le=4000)] = 400, corpus: str | None = None,
                max_turns: Annotated[int, Field(ge=2)] = 3, max_total_tokens: int = 0, tool_timeout: float = 10.0,
                system_prompt: str | None = SEARCH_SYSTEM, example: bool = True,
-               observation: Literal["inline", "tool"] = "inline") -> Environment:
-    return ToolEnvironment(verifier, [search_tool(k=k, passage_chars=passage_chars, corpus=corpus)],
+               observation: Literal["inline", "tool"] = "inline", simulator: str | None = None,
+               noise: Annotated[float, Field(ge=0, le=1)] = 0.0,
+               simulator_tokens: Annotated[int, Field(ge=8, le=1024)] = 96) -> Environment:
+    return ToolEnvironment(verifier, [search_tool(k=k, passage_chars=passage_chars, corpus=corpus, simulator=simulator,
+                                                  noise=noise, max_new_tokens=simulator_tokens)],
                            limits=Limits(max_turns, max_total_tokens, tool_timeout), system_prompt=system_prompt,
                            example=search_example(passage_chars) if example else None, observation=observation,
                            tokenizer=tokenizer)

@@ -143,6 +143,27 @@ def run_beam(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verif
             "per_problem": rows}
 
 
+def run_power(problems: Sequence[Any], engine: Any, cfg, *, verifier: str = "math", progress: bool = True) -> dict:
+    """Power sampling (:func:`rlvr.search.power.power_sample_many`) on ``problems``, verified; a summary dict."""
+    from rlvr.search.power import power_sample_many
+    from rlvr.verifiers import get_verifier, safe_verify
+
+    t0 = time.perf_counter()
+    results = power_sample_many(engine, problems, cfg, progress=progress)
+    verify = get_verifier(verifier)
+    rows = []
+    for p, r in zip(problems, results):
+        v = safe_verify(verify, r.text, p.answer)
+        rows.append({**r.to_dict(), "correct": bool(v.correct), "extracted": v.extracted})
+    acc = float(np.mean([r["correct"] for r in rows])) if rows else 0.0
+    tokens = float(np.mean([r["generated_tokens"] for r in rows])) if rows else 0.0
+    proposed = sum(r["proposed"] for r in rows)
+    return {"strategy": "power", "n": 1 + cfg.steps, "accuracy": acc, "mean_tokens": tokens,
+            "acceptance_rate": sum(r["accepted"] for r in rows) / proposed if proposed else 0.0,
+            "config": dict(cfg.__dict__), "num_problems": len(rows), "seconds": time.perf_counter() - t0,
+            "per_problem": rows}
+
+
 def format_sweep(report: dict) -> str:
     """A text table: strategy, N, accuracy, tokens per problem, efficiency vs best-of-N."""
     lines = [f"{'strategy':<20} {'N':>4} {'accuracy':>9} {'tokens/problem':>15} {'eff. vs BoN':>11}"]

@@ -91,6 +91,7 @@ from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.rollout.guidance import ReplayBuffer
+from rlvr.tasks.synthesis import FailureSynthesizer
 from rlvr.rollout.settings import length_cap
 from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.mixture import MixtureSampler, build_mixture, learnable_groups, task_metrics
@@ -396,6 +397,10 @@ class RLRecipe:
         if alg.mopps:
             self.dfilter = MoPPSSelector(alg.mopps_candidates, alg.mopps_target, alg.mopps_decay, seed=seed)
         self.replay = ReplayBuffer(cfg.guidance.replay_capacity) if cfg.guidance.replay else None
+        g = cfg.guidance
+        self.synth = FailureSynthesizer(g.synthesize, g.synthesize_share, g.synthesize_capacity,
+                                        forbidden=[p.id for p in self.heldout], seed=seed) \
+            if g.synthesize else None
         self.ref_reset = ReferenceResetSchedule(alg.ref_reset_every, alg.ref_reset_kl) \
             if (alg.ref_reset_every or alg.ref_reset_kl) else None
         self.entropy_floor = EntropyFloor(alg.entropy_floor, alg.entropy_floor_delta, alg.entropy_floor_max_coef) \
@@ -505,6 +510,8 @@ class RLRecipe:
             self.dfilter.load_state_dict(state["difficulty_filter"])
         if self.replay is not None and "replay" in state:
             self.replay.load_state_dict(state["replay"])
+        if self.synth is not None and "synthesis" in state:
+            self.synth.load_state_dict(state["synthesis"])
         if "hack_monitor" in state:
             self.monitor.load_state_dict(state["hack_monitor"])
         self.guard.skipped = state.get("skipped_steps", 0)
@@ -576,6 +583,8 @@ class RLRecipe:
             state["difficulty_filter"] = self.dfilter.state_dict()
         if self.replay is not None:
             state["replay"] = self.replay.state_dict()
+        if self.synth is not None:
+            state["synthesis"] = self.synth.state_dict()
         if self.entropy_floor is not None:
             state["entropy_floor"] = self.entropy_floor.state_dict()
         if self.critic is not None:
@@ -595,12 +604,15 @@ class RLRecipe:
         pos = self.sampler.state_dict() if stateful else self.sampler.position
         return (pos, rng_state(self.engine.generator), self.rollouts_done,
                 None if self.dfilter is None else self.dfilter.state_dict(),
-                None if self.replay is None else self.replay.state_dict())
+                None if self.replay is None else self.replay.state_dict(),
+                None if self.synth is None else self.synth.state_dict())
 
     def restore(self, snap: tuple) -> None:
-        pos, rngs, self.rollouts_done, fstate, rstate = snap
+        pos, rngs, self.rollouts_done, fstate, rstate, sstate = snap
         if self.replay is not None:
             self.replay.load_state_dict(rstate)
+        if self.synth is not None:
+            self.synth.load_state_dict(sstate)
         if isinstance(self.sampler, (CurriculumSampler, MixtureSampler)):
             self.sampler.load_state_dict(pos)
         else:
@@ -652,7 +664,11 @@ class RLRecipe:
                                    self.dfilter,
                                    budget_left=tcfg.max_rollouts - self.rollouts_done if tcfg.max_rollouts else None,
                                    answer_key=functools.partial(voting_key, verifier=self.cfg.reward.verifier),
-                                   replay=self.replay)
+                                   replay=self.replay, synth=self.synth)
+            if self.synth is not None:  # synthesised problems join the lookups the monitors and warnings use
+                for p in self.synth.taken:
+                    self.prompts.setdefault(p.id, problem_text(p))
+                    self.problem_by_id.setdefault(p.id, p)
             acct.add_time("generate", got.generation_seconds)
             acct.add_time("verify", time.perf_counter() - t0 - got.generation_seconds)
             out = Rollouts(**vars(got))

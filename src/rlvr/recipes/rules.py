@@ -446,6 +446,9 @@ def options_act(cfg: RunConfig) -> None:
         inert.append((keys(g, "guidance", ["regenerate_samples"]), "regeneration is off (guidance.regenerate=none)"))
     if not g.replay:
         inert.append((keys(g, "guidance", ["replay_capacity"]), "replay is off (guidance.replay=false)"))
+    if not g.synthesize:
+        inert.append((keys(g, "guidance", ["synthesize_share", "synthesize_capacity"]),
+                      "problem synthesis is off (guidance.synthesize=0)"))
     if cfg.distill.teacher is None:
         inert.append((keys(cfg.distill, "distill", ["coef", "reward_coef", "chunk_size", "dtype",
                                                     "sleep_while_learning"]),
@@ -497,7 +500,11 @@ def guidance_in_process_on_verdicts(cfg: RunConfig) -> None:
         return
     what = " / ".join(k for k, on in (("guidance.hints", g.hints), ("guidance.demonstrations", g.demonstrations),
                                       ("guidance.replay", g.replay),
-                                      (f"guidance.regenerate={g.regenerate}", g.regenerate != "none")) if on)
+                                      (f"guidance.regenerate={g.regenerate}", g.regenerate != "none"),
+                                      ("guidance.synthesize", g.synthesize > 0)) if on)
+    if g.synthesize and (cfg.task.name != "arithmetic" or cfg.mixture.tasks or cfg.curriculum.levels):
+        raise ValueError("guidance.synthesize re-draws generated arithmetic problems with fresh operands: it needs "
+                         f"task.name=arithmetic without a mixture or curriculum (task.name={cfg.task.name})")
     if cfg.env.name != "single_turn":
         raise ValueError(f"{what} guides single completions: use env.name=single_turn, not {cfg.env.name}")
     if bad := in_process_only(cfg, ray=True):

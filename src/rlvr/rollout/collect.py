@@ -24,6 +24,7 @@ from rlvr.rollout.episodes import DEFAULT_TIMEOUT_S, run_episodes
 from rlvr.rollout.guidance import GuidanceStats, ReplayBuffer, guide_groups
 from rlvr.rollout.settings import GuidanceConfig, length_cap
 from rlvr.tasks.sampler import PromptSampler
+from rlvr.tasks.synthesis import FailureSynthesizer
 from rlvr.types import Problem, Sample, Verdict
 
 __all__ = ["collect_rollouts", "draw_prompts", "CollectSettings", "Collected"]
@@ -102,7 +103,7 @@ def draw_prompts(sampler: PromptSampler, k: int, dfilter: DifficultyFilter | MoP
 def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams, settings: CollectSettings,
                      step: int, dfilter: DifficultyFilter | None = None, budget_left: int | None = None,
                      answer_key: Callable[[str | None], Any] | None = None,
-                     replay: ReplayBuffer | None = None) -> Collected:
+                     replay: ReplayBuffer | None = None, synth: FailureSynthesizer | None = None) -> Collected:
     """Run ``prompts_per_step`` groups of episodes in ``env`` and turn their outcomes into rewards.
 
     ``env`` is an :class:`~rlvr.envs.Environment` (a bare verifier is wrapped as a single-turn one).  Each
@@ -147,7 +148,8 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
     gstats, t_gen = GuidanceStats(), 0.0
     while not buf.full and not buf.exhausted:
         buf.start_round()
-        problems = draw_prompts(sampler, P, dfilter)
+        made = synth.take(P) if synth is not None else []  # problems synthesised from earlier failures first
+        problems = made + draw_prompts(sampler, P - len(made), dfilter)
         t0 = time.perf_counter()
         steps: dict[str, float] = {}
         groups = run_episodes(engine, env, problems, params, timing=steps, timeout=settings.env_timeout_s)
@@ -160,12 +162,14 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
                                           guided=settings.guided and "guidance" in group[-1].info)
             if dfilter is not None:  # the policy's own pass rate (a guided group's is 0), or the source's rewards
                 dfilter.update([problem.id], scores.pass_signal, G)
+            if synth is not None:  # the policy failed unaided (hinted / inserted rows do not count): variants queued
+                synth.observe(problem, [float(s.verdict.correct) for s in group if "guidance" not in s.info])
             buf.add(scores, scores.filter_signal)
-    return _collected(buf, t_gen, gstats, settings)
+    return _collected(buf, t_gen, gstats, settings, synth)
 
 
 def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
-               settings: CollectSettings) -> Collected:
+               settings: CollectSettings, synth: FailureSynthesizer | None = None) -> Collected:
     chosen: list[GroupScores] = buf.take()
     out = Collected([s for g in chosen for s in g.samples], [v for g in chosen for v in g.verdicts],
                     torch.cat([g.reward for g in chosen]), rounds=buf.rounds,
@@ -184,4 +188,7 @@ def _collected(buf: DynamicSamplingBuffer, t_gen: float, gstats: GuidanceStats,
     if settings.guided:
         out.guidance_metrics = gstats.metrics(settings.guidance.hints, settings.guidance.demonstrations,
                                               settings.guidance.replay, settings.guidance.regenerate != "none")
+        if synth is not None:
+            out.guidance_metrics["guidance/synthesized_total"] = float(synth.made)
+            out.guidance_metrics["guidance/synthesized_queued"] = float(len(synth))
     return out

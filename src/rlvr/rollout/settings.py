@@ -89,10 +89,17 @@ class GuidanceConfig(ConfigModel):
     regenerate_samples: int = option(2, "regenerate: answers drawn per failing group (the first that passes is used)",
                                      ge=1, le=64)
 
+    synthesize: int = option(0, "problem synthesis from failures (SwS): queue this many new problems with the "
+                                "structure of each problem whose group all failed (arithmetic: its operators, fresh "
+                                "operands), drawn first in later steps; 0: off", ge=0, le=16)
+    synthesize_share: float = option(0.5, "synthesize: the share of a step's prompts queued problems may take at most",
+                                     gt=0, le=1)
+    synthesize_capacity: int = option(1000, "synthesize: queued problems at most", ge=1)
+
     @property
     def active(self) -> bool:
-        """Whether any guidance is on (hints, demonstrations, replay, regeneration)."""
-        return self.hints or self.demonstrations or self.replay or self.regenerate != "none"
+        """Whether any guidance is on (hints, demonstrations, replay, regeneration, synthesis)."""
+        return self.hints or self.demonstrations or self.replay or self.regenerate != "none" or self.synthesize > 0
 
     @field_validator("hint_fractions")
     @classmethod

@@ -445,7 +445,8 @@ class RunConfig(ConfigModel):
                                reward=self.reward, guidance=g if g.active else None,
                                task_functions={e.name: list(e.functions) for e in self.mixture.tasks if e.functions},
                                env_timeout_s=self.env.timeout_s,
-                               length_schedule=tuple((int(s), int(c)) for s, c in self.rollout.length_schedule))
+                               length_schedule=tuple((int(s), int(c)) for s, c in self.rollout.length_schedule),
+                               branches=self.rollout.branches)
 
     def generator_settings(self) -> GeneratorSettings:
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""

@@ -552,6 +552,14 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
 
 
 @rule
+def branches_need_single_turn(cfg: RunConfig) -> None:
+    """Branches re-sample a single completion from a prefix of another and score it with the environment once."""
+    if cfg.rollout.branches and not _traits(cfg).single_turn:
+        raise ValueError(f"rollout.branches={cfg.rollout.branches} re-samples single completions from a fork: use a "
+                         f"single-turn environment (env.name={cfg.env.name} is multi-turn)")
+
+
+@rule
 def sparse_updates_freeze_exactly(cfg: RunConfig) -> None:
     """``train.update_fraction`` freezes entries by zeroing their gradients: AdamW's decoupled weight decay would
     still move them."""

@@ -20,6 +20,7 @@ from rlvr.engines import SamplingParams
 from rlvr.envs import Environment, SingleTurnEnvironment
 from rlvr.rewards.pipeline import GroupScores, RewardPipeline, mean_metrics
 from rlvr.rewards.settings import RewardConfig
+from rlvr.rollout.branching import add_branches
 from rlvr.rollout.episodes import DEFAULT_TIMEOUT_S, run_episodes
 from rlvr.rollout.guidance import GuidanceStats, ReplayBuffer, guide_groups
 from rlvr.rollout.settings import GuidanceConfig, length_cap
@@ -53,6 +54,8 @@ class CollectSettings:
     limit)."""
     length_schedule: tuple[tuple[int, int], ...] = ()
     """``rollout.length_schedule``: the step's cap on new tokens (:func:`rlvr.rollout.settings.length_cap`)."""
+    branches: int = 0
+    """``rollout.branches``: samples per group re-sampled from an earlier sample's critical token."""
 
     @property
     def guided(self) -> bool:
@@ -152,7 +155,12 @@ def collect_rollouts(engine, sampler: PromptSampler, env, params: SamplingParams
         problems = made + draw_prompts(sampler, P - len(made), dfilter)
         t0 = time.perf_counter()
         steps: dict[str, float] = {}
-        groups = run_episodes(engine, env, problems, params, timing=steps, timeout=settings.env_timeout_s)
+        if settings.branches:  # G - b ordinary samples, then b branches from their critical tokens
+            groups = run_episodes(engine, env, problems, dataclasses.replace(params, n=G - settings.branches),
+                                  timing=steps, timeout=settings.env_timeout_s)
+            groups = add_branches(engine, env, problems, groups, params, settings.branches)
+        else:
+            groups = run_episodes(engine, env, problems, params, timing=steps, timeout=settings.env_timeout_s)
         if settings.guided:  # all-fail groups: hints and/or a demonstration (scoring hinted samples is generation)
             groups = guide_groups(engine, env, problems, groups, params, settings.guidance, gstats, replay)
         t_gen += time.perf_counter() - t0 - steps.get("env_s", 0.0)  # the environment's steps are verification

@@ -195,6 +195,10 @@ def _score(env: Environment, problem: Problem, sample: Sample, text: str) -> Non
                         **counts})
 
 
+score_single_turn = _score
+"""Score one single-turn sample's ``text`` in ``env`` (sets its verdict, return and episode info)."""
+
+
 def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenizer, group_index: int) -> Sample:
     """The reference solution as an off-policy completion of ``like``'s prompt: the solution's token ids then EOS,
     log-probs 0 (behaviour probability 1), ``info["off_policy"] = True``."""

@@ -31,6 +31,8 @@ class RolloutConfig(ConfigModel):
         None, "a schedule of the cap on new tokens, [[from_step, cap], ...] (steps from 1, increasing; each cap <= "
               "max_new_tokens, which applies before the first): context-length stages (DeepScaleR, AceReason) or "
               "shrinking budgets (ThinkPrune); [] = max_new_tokens throughout", default_factory=list)
+    branches: int = option(0, "samples per group re-sampled from the critical token (the least likely sampled one) of "
+                              "an ordinary sample of the group (CURE / ARPO branching; single-turn); 0: off", ge=0)
     sleep_while_learning: bool = option(
         False, "hf engine: free the sampler's own low-precision copy of the weights during the learner step and "
                "refill it at the weight sync (same samples; -0.27 GB peak for the 135M model with a bf16 sampler); "
@@ -39,6 +41,13 @@ class RolloutConfig(ConfigModel):
     moved = {f"vllm_{k}": f"rollout.engine_params.{k} (with rollout.engine=vllm)"
              for k in ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len", "sleep")}
 
+
+    @model_validator(mode="after")
+    def _branches_leave_samples(self) -> "RolloutConfig":
+        if self.branches and self.branches >= self.group_size:
+            raise ValueError(f"rollout.branches={self.branches} must be below rollout.group_size={self.group_size} "
+                             "(branches start from the group's ordinary samples)")
+        return self
 
     @model_validator(mode="after")
     def _length_schedule(self) -> "RolloutConfig":

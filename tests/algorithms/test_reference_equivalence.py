@@ -39,6 +39,7 @@ Choices that differ from verl (``verl/trainer/ppo/core_algos.py``) or TRL (``GRP
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import math
 
@@ -171,6 +172,39 @@ def ref_ucas(r, m=None, certainty=None, token_logits=None, beta_pos=0.25, beta_n
     return out
 
 
+def ref_online_dpo(r, m=None, logratio=None, beta=0.1, **_):
+    """Online DPO (Rafailov et al. 2023, Eq. 7, on pairs of each group's best vs worst samples): the gradient of
+    -1/P sum log sigmoid(beta [(lp_w - lpref_w) - (lp_l - lpref_l)]) as per-sequence weights for
+    -1/B sum_i A_i sum_t log pi: A_w += B/P beta (1 - sigmoid(z)), A_l -= the same."""
+    seq = [float((logratio[i] * m[i]).sum()) for i in range(len(r))]
+    pairs = []
+    for g in range(len(r) // G):
+        rs = [float(x) for x in r[g * G:(g + 1) * G]]
+        if max(rs) > min(rs):
+            pairs += [(g * G + i, g * G + j) for i in range(G) for j in range(G)
+                      if rs[i] == max(rs) and rs[j] == min(rs)]
+    out = [0.0] * len(r)
+    for w, l_ in pairs:
+        z = beta * (seq[w] - seq[l_])
+        gw = beta * (1 - 1 / (1 + math.exp(-z))) * len(r) / len(pairs)
+        out[w] += gw
+        out[l_] -= gw
+    return torch.tensor(out)
+
+
+def reference_logratio(model, ref_model, b):
+    """log pi(y_t) - log pi_ref(y_t) per completion token."""
+    start = completion_start(b)
+    pos = (b.attention_mask.cumsum(-1) - 1).clamp(min=0)
+
+    def lp(mod):
+        with torch.no_grad():
+            z = mod(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos).logits[:, start - 1:-1]
+        return torch.log_softmax(z.float(), -1).gather(-1, b.input_ids[:, start:, None]).squeeze(-1)
+
+    return (lp(model) - lp(ref_model)) * completion_mask(b)
+
+
 def ucas_inputs(model, b):
     """KL(U || p_t) = logsumexp(z) - mean(z) - log V and the generated token's raw logit z_{y_t}, per completion
     token."""
@@ -262,6 +296,8 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
     "dgpo": ([], ref_dgpo),
     "ucas": ([], ref_ucas),
+    "online_dpo": (["algorithm.loss_agg=seq_mean_token_sum", "algorithm.advantage_params={beta: 0.5}"],
+                   functools.partial(ref_online_dpo, beta=0.5)),
     "psr": ([], ref_psr),
     "nsr": ([], ref_nsr),
     "w_reinforce": ([], ref_w_reinforce),
@@ -348,9 +384,10 @@ def test_estimator_through_the_recipe_matches_its_paper(tmp_path, name):
     advantages, reported loss and every parameter's gradient against the reference."""
     overrides, ref = ESTIMATORS[name]
     critic = name == "gae"
+    prepare = _perturb_critic_head if critic else (lambda r: perturb(r.ref_model)) if name == "online_dpo" else None
     r, scored, out, (model0, critic0) = run(
         tmp_path, f"algorithm.advantage={name}", "algorithm.skip_zero_advantage=false", "train.micro_batch_size=16",
-        *overrides, prepare=_perturb_critic_head if critic else None)
+        *overrides, prepare=prepare)
     b = scored.batch
     m = completion_mask(b)
     rewards = torch.tensor(REWARDS)
@@ -359,6 +396,8 @@ def test_estimator_through_the_recipe_matches_its_paper(tmp_path, name):
         kw["entropy"] = entropy_reference(model0, b)
     if name == "ucas":
         kw["certainty"], kw["token_logits"] = ucas_inputs(model0, b)
+    if name == "online_dpo":
+        kw["logratio"] = reference_logratio(model0, r.ref_model, b)
     if critic:
         with torch.no_grad():
             values = critic_reference_values(critic0, b)
@@ -373,6 +412,8 @@ def test_estimator_through_the_recipe_matches_its_paper(tmp_path, name):
 
     logp = learner_logprobs(model0, b)
     loss = ppo_clip_token_mean(logp, logp.detach(), want_adv.float(), m)
+    if name == "online_dpo":  # seq_mean_token_sum at ratio 1: -1/B sum_i A_i sum_t ratio_it
+        loss = -(want_adv.float()[:, None] * torch.exp(logp - logp.detach()) * m).sum() / len(rewards)
     assert out["loss"] == pytest.approx(float(loss), rel=1e-5, abs=1e-6)
     assert len(r.optimizer.seen) == 1
     assert_grads_close(r.optimizer.seen[0], grads_of(loss, model0))

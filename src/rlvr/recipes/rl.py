@@ -448,7 +448,7 @@ class RLRecipe:
             self.model = apply_lora(self.model, cfg.model.lora)
         if cfg.train.share_prompts:  # its custom attention mask: refuse kernels that take none, before sampling
             shared_mask_style(self.model)
-        if cfg.algorithm.kl_coef > 0:  # a frozen copy; never loaded when the KL weight is 0
+        if cfg.algorithm.kl_coef > 0 or "logratio" in self.needs:  # a frozen copy (KL, or online DPO's reference)
             from rlvr.models.frozen import frozen_copy
 
             self.ref_model = frozen_copy(self.model)
@@ -765,6 +765,8 @@ class RLRecipe:
             inputs["certainty"] = self_certainty_pass(self.model, batch, self.learner_settings, self.device)
         if "token_logits" in takes:  # UCAS: the raw logit of each generated token
             inputs["token_logits"] = token_logit_pass(self.model, batch, self.learner_settings, self.device)
+        if "logratio" in takes:  # online DPO: log pi_old - log pi_ref per completion token
+            inputs["logratio"] = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
         if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
         if token_kl is not None and "kl" in takes:

@@ -552,6 +552,23 @@ def unsupported_with_fsdp(cfg: RunConfig) -> list[str]:
 
 
 @rule
+def online_dpo_is_exact(cfg: RunConfig) -> None:
+    """Online DPO's weights are its loss's gradient at the current policy: one optimizer step per batch, with the
+    policy gradient summed over each sequence's tokens."""
+    a = cfg.algorithm
+    if a.advantage != "online_dpo":
+        return
+    if a.loss_agg != "seq_mean_token_sum" or a.policy_loss != "ppo_clip" or a.optimizer_steps() > 1:
+        raise ValueError("algorithm.advantage=online_dpo gives DPO's gradient as per-sequence weights: it needs "
+                         "algorithm.loss_agg=seq_mean_token_sum, algorithm.policy_loss=ppo_clip and one optimizer "
+                         f"step per batch (got loss_agg={a.loss_agg}, policy_loss={a.policy_loss}, "
+                         f"{a.optimizer_steps()} optimizer steps)")
+    if a.kl_coef > 0:
+        raise ValueError("algorithm.advantage=online_dpo: DPO's beta (advantage_params.beta) is its KL constraint; "
+                         "set algorithm.kl_coef=0")
+
+
+@rule
 def branches_need_single_turn(cfg: RunConfig) -> None:
     """Branches re-sample a single completion from a prefix of another and score it with the environment once."""
     if cfg.rollout.branches and not _traits(cfg).single_turn:

@@ -66,6 +66,11 @@ class GenerativeVerifier:
         the assistant turn opened."""
         text = (f"Question: {question}\n\nSolution so far: {completion}\n\n{STEP_QUESTION}" if step else
                 f"Question: {question}\n\nSolution: {completion}\n\n{QUESTION}")
+        return self.user_turn_ids(text)
+
+    def user_turn_ids(self, text: str) -> list[int]:
+        """``text`` as one user turn with the assistant turn opened (the chat template; plain text and a newline
+        when the tokenizer has none), the last ``max_length`` token ids."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
@@ -114,17 +119,9 @@ class PairwiseJudge(GenerativeVerifier):
 
     def _first(self, question: str, a: str, b: str) -> float:
         torch = self._torch
-        text = PAIRWISE.format(question=question, a=a, b=b)
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
-                                          add_generation_prompt=True)
-            if hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-        else:
-            ids = tok(text + "\n", add_special_tokens=True)["input_ids"]
+        ids = self.user_turn_ids(PAIRWISE.format(question=question, a=a, b=b))
         with torch.inference_mode():
-            logits = self.model(input_ids=torch.tensor([list(ids)[-self.max_length:]], device=self.device)).logits
+            logits = self.model(input_ids=torch.tensor([ids], device=self.device)).logits
         last = logits[0, -1].float()
         return float(torch.stack([last[self.yes_id], last[self.no_id]]).softmax(-1)[0])
 

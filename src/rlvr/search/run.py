@@ -122,14 +122,11 @@ def search_samples(samples_path: str | Path, *, scorer: str = "oracle", strategi
     return report
 
 
-def run_beam(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verifier: str = "math",
-             progress: bool = True) -> dict:
-    """Beam search (:func:`rlvr.search.beam.beam_search_many`) on ``problems``, verified; a summary dict."""
-    from rlvr.search.beam import beam_search_many
+def _verified(problems: Sequence[Any], results, verifier: str) -> tuple[list[dict], float, float]:
+    """Each live result's dict with its verdict (``correct``, ``extracted``); the accuracy and mean generated
+    tokens."""
     from rlvr.verifiers import get_verifier, safe_verify
 
-    t0 = time.perf_counter()
-    results = beam_search_many(engine, scorer, problems, cfg, progress=progress)
     verify = get_verifier(verifier)
     rows = []
     for p, r in zip(problems, results):
@@ -137,6 +134,17 @@ def run_beam(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verif
         rows.append({**r.to_dict(), "correct": bool(v.correct), "extracted": v.extracted})
     acc = float(np.mean([r["correct"] for r in rows])) if rows else 0.0
     tokens = float(np.mean([r["generated_tokens"] for r in rows])) if rows else 0.0
+    return rows, acc, tokens
+
+
+def run_beam(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verifier: str = "math",
+             progress: bool = True) -> dict:
+    """Beam search (:func:`rlvr.search.beam.beam_search_many`) on ``problems``, verified; a summary dict."""
+    from rlvr.search.beam import beam_search_many
+
+    t0 = time.perf_counter()
+    results = beam_search_many(engine, scorer, problems, cfg, progress=progress)
+    rows, acc, tokens = _verified(problems, results, verifier)
     width = cfg.beam_width * cfg.expansions
     return {"strategy": "beam", "n": width, "accuracy": acc, "mean_tokens": tokens, "scorer": scorer.name,
             "config": dict(cfg.__dict__), "num_problems": len(rows), "seconds": time.perf_counter() - t0,
@@ -146,17 +154,10 @@ def run_beam(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verif
 def run_power(problems: Sequence[Any], engine: Any, cfg, *, verifier: str = "math", progress: bool = True) -> dict:
     """Power sampling (:func:`rlvr.search.power.power_sample_many`) on ``problems``, verified; a summary dict."""
     from rlvr.search.power import power_sample_many
-    from rlvr.verifiers import get_verifier, safe_verify
 
     t0 = time.perf_counter()
     results = power_sample_many(engine, problems, cfg, progress=progress)
-    verify = get_verifier(verifier)
-    rows = []
-    for p, r in zip(problems, results):
-        v = safe_verify(verify, r.text, p.answer)
-        rows.append({**r.to_dict(), "correct": bool(v.correct), "extracted": v.extracted})
-    acc = float(np.mean([r["correct"] for r in rows])) if rows else 0.0
-    tokens = float(np.mean([r["generated_tokens"] for r in rows])) if rows else 0.0
+    rows, acc, tokens = _verified(problems, results, verifier)
     proposed = sum(r["proposed"] for r in rows)
     return {"strategy": "power", "n": 1 + cfg.steps, "accuracy": acc, "mean_tokens": tokens,
             "acceptance_rate": sum(r["accepted"] for r in rows) / proposed if proposed else 0.0,

@@ -4,7 +4,8 @@ Importing this package registers the built-in verifiers: ``numeric`` (boxed /
 last number), ``code_humaneval`` and ``code_stdio`` (sandboxed execution),
 ``format`` and ``instruction`` (IFEval-style constraints), ``judge`` and
 ``judge_fallback`` (a model judge, alone or behind a rule verifier), ``grounding`` (a box by IoU), ``sql``
-(execution accuracy on SQLite), ``smt`` (logical equivalence by Z3).
+(execution accuracy on SQLite), ``smt`` (logical equivalence by Z3), ``program`` (the reference's checker
+program in the code sandbox).
 ``list_verifiers()`` gives the current names.
 """
 
@@ -25,6 +26,7 @@ from rlvr.verifiers import procedural as _procedural  # noqa: F401,E402 (registe
 from rlvr.verifiers import grounding as _grounding  # noqa: F401,E402 (registers grounding)
 from rlvr.verifiers import sql as _sql  # noqa: F401,E402 (registers sql)
 from rlvr.verifiers import smt as _smt  # noqa: F401,E402 (registers smt)
+from rlvr.verifiers import program as _program  # noqa: F401,E402 (registers program)
 
 __all__ = [
     "VERIFIERS",

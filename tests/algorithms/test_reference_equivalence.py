@@ -205,6 +205,13 @@ def reference_logratio(model, ref_model, b):
     return (lp(model) - lp(ref_model)) * completion_mask(b)
 
 
+def ref_tree(r, m=None, **_):
+    """Rollout-tree credit on groups without branches (the hand-built rollouts have none): every token of sample i
+    gets r_i - V(root), the group's mean reward (the fork-free case of the tree; test_tree_credit.py has forks)."""
+    g = _groups(r)
+    return (g - g.mean(-1, keepdim=True)).reshape(-1)[:, None] * m
+
+
 def ucas_inputs(model, b):
     """KL(U || p_t) = logsumexp(z) - mean(z) - log V and the generated token's raw logit z_{y_t}, per completion
     token."""
@@ -296,6 +303,7 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
     "dgpo": ([], ref_dgpo),
     "ucas": ([], ref_ucas),
+    "tree": (["rollout.branches=1"], ref_tree),
     "online_dpo": (["algorithm.loss_agg=seq_mean_token_sum", "algorithm.advantage_params={beta: 0.5}"],
                    functools.partial(ref_online_dpo, beta=0.5)),
     "psr": ([], ref_psr),

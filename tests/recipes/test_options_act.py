@@ -35,7 +35,11 @@ def _load(*overrides):
     (["algorithm.entropy_floor_max_coef=0.1"], "algorithm.entropy_floor_max_coef", "entropy_floor=0"),
     (["algorithm.ref_reset_optimizer=false"], "algorithm.ref_reset_optimizer", "never reset"),
     (["guidance.hint_fractions=[0.5]"], "guidance.hint_fractions", "hints are off"),
-    (["guidance.shaping_gamma=0.5"], "guidance.shaping_gamma", "demonstrations are off"),
+    (["guidance.shaping_gamma=0.5"], "guidance.shaping_gamma", "no off-policy rows are added"),
+    (["guidance.replay_capacity=10"], "guidance.replay_capacity", "replay is off"),
+    (["guidance.regenerate_samples=4"], "guidance.regenerate_samples", "regeneration is off"),
+    (["guidance.synthesize_share=0.2"], "guidance.synthesize_share", "problem synthesis is off"),
+    (["algorithm.entropy_bonus_fraction=0.2"], "algorithm.entropy_bonus_fraction", "no entropy bonus to restrict"),
 ])
 def test_an_option_that_cannot_act_is_refused_naming_it(overrides, key, why):
     with pytest.raises(ConfigError) as e:

@@ -32,6 +32,7 @@ from rlvr.algorithms.dgpo import dgpo_advantages
 from rlvr.algorithms.dpo import online_dpo_advantages
 from rlvr.algorithms.gae import GAEParams
 from rlvr.algorithms.maxk import maxk_advantages
+from rlvr.algorithms.tree import tree_advantages
 from rlvr.algorithms.ucas import ucas_advantages
 from rlvr.registry import Registry, params_from_signature
 
@@ -486,6 +487,9 @@ _A.add("entropy_guided", entropy_guided_advantages, needs={"entropy", "mask"})
 _A.add("online_dpo", online_dpo_advantages, needs={"logratio", "mask"},
        doc="online DPO: pairs of each group's best- and worst-rewarded samples, DPO's loss gradient as per-sequence "
            "weights (with loss_agg=seq_mean_token_sum and one optimizer step per batch); beta")
+_A.add("tree", tree_advantages, needs={"mask", "forks"},
+       doc="rollout-tree credit (with rollout.branches): a fork's shared prefix gets its Monte-Carlo value minus the "
+           "group's, each continuation its reward minus the fork's value")
 _A.add("ucas", ucas_advantages, needs={"certainty", "token_logits", "mask"},
        doc="UCAS: GRPO advantages scaled by the response's group-z-scored self-confidence, minus a token-level "
            "penalty of the generated token's min-max normalised raw logit")

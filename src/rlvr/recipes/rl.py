@@ -33,7 +33,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -715,7 +715,7 @@ class RLRecipe:
             seq_kl = token_kl.sum(-1)
             if "kl" not in takes:  # PPO and REINFORCE++ place it token by token instead
                 rewards = rewards - alg.kl_coef * seq_kl
-        inputs = self.estimator_inputs(batch, takes, token_kl)
+        inputs = self.estimator_inputs(batch, takes, token_kl, ro.samples)
         steps = self.process_steps(ro, batch)
         value_row: dict[str, float] = {}
         distill = None
@@ -752,7 +752,8 @@ class RLRecipe:
             reward_row["entropy_bonus_threshold"] = threshold
         return Scored(batch, rewards, advantages, seq_kl, value_row, reward_row)
 
-    def estimator_inputs(self, batch: Batch, takes: frozenset[str], token_kl: torch.Tensor | None) -> dict[str, Any]:
+    def estimator_inputs(self, batch: Batch, takes: frozenset[str], token_kl: torch.Tensor | None,
+                         samples: Sequence[Sample] = ()) -> dict[str, Any]:
         """The per-call tensors the estimator's entry names: the critic's values (also kept in the batch), the
         policy's entropy, the completion mask, the token-level KL penalty."""
         inputs: dict[str, Any] = {}
@@ -767,6 +768,9 @@ class RLRecipe:
             inputs["token_logits"] = token_logit_pass(self.model, batch, self.learner_settings, self.device)
         if "logratio" in takes:  # online DPO: log pi_old - log pi_ref per completion token
             inputs["logratio"] = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
+        if "forks" in takes:  # tree credit: which sample each branch was cut from, and where (rollout.branches)
+            inputs["forks"] = torch.tensor([[s.info.get("branch_of", -1), s.info.get("branch_at", 0)]
+                                            for s in samples], dtype=torch.long).view(-1, 2)
         if "mask" in takes:  # token-level estimators (REINFORCE++ whitens over every completion token)
             inputs["mask"] = batch.completion_mask
         if token_kl is not None and "kl" in takes:

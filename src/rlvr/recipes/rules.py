@@ -569,6 +569,13 @@ def online_dpo_is_exact(cfg: RunConfig) -> None:
 
 
 @rule
+def tree_credit_needs_branches(cfg: RunConfig) -> None:
+    if cfg.algorithm.advantage == "tree" and not cfg.rollout.branches:
+        raise ValueError("algorithm.advantage=tree credits the forks of branched groups: set rollout.branches > 0 "
+                         "(without branches it is Dr. GRPO's mean baseline: use algorithm.advantage=drgrpo)")
+
+
+@rule
 def branches_need_single_turn(cfg: RunConfig) -> None:
     """Branches re-sample a single completion from a prefix of another and score it with the environment once."""
     if cfg.rollout.branches and not _traits(cfg).single_turn:

@@ -59,6 +59,7 @@ ARMS: dict[str, list[str]] = {
     "critique": ["guidance.regenerate=critique"],
     "synthesize": ["guidance.synthesize=2"],
     "branches": ["rollout.branches=2"],
+    "tree": ["rollout.branches=2", "algorithm.advantage=tree"],  # baseline: branches
     # policy losses: both act only from a second optimizer step on a batch, so each arm takes 2 mini-batches,
     # and "minibatch2" is their baseline (the default loss with the same 2 mini-batches)
     "minibatch2": ["algorithm.mini_batches=2"],

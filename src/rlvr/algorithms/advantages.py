@@ -485,14 +485,11 @@ _A.add("quantile", quantile_advantages)
 _A.add("entropy_guided", entropy_guided_advantages, needs={"entropy", "mask"})
 
 _A.add("online_dpo", online_dpo_advantages, needs={"logratio", "mask"},
-       doc="online DPO: pairs of each group's best- and worst-rewarded samples, DPO's loss gradient as per-sequence "
-           "weights (with loss_agg=seq_mean_token_sum and one optimizer step per batch); beta")
+       doc="online DPO: each group's best vs worst samples, DPO's gradient as sequence weights")
 _A.add("tree", tree_advantages, needs={"mask", "forks"},
-       doc="rollout-tree credit (with rollout.branches): a fork's shared prefix gets its Monte-Carlo value minus the "
-           "group's, each continuation its reward minus the fork's value")
+       doc="rollout-tree credit over branched groups (rollout.branches): fork values")
 _A.add("ucas", ucas_advantages, needs={"certainty", "token_logits", "mask"},
-       doc="UCAS: GRPO advantages scaled by the response's group-z-scored self-confidence, minus a token-level "
-           "penalty of the generated token's min-max normalised raw logit")
+       doc="UCAS: advantages scaled by self-confidence, minus a token-logit penalty")
 _A.add("noisy_backward", _noisy_backward)
 _A.add("noisy_forward", _noisy_forward)
 del _A

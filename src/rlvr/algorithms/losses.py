@@ -462,11 +462,8 @@ def grpo_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, 
     DAPO = ``clip_high > clip_low``, ``agg="token_mean"``, ``kl_coef=0``;
     Dr. GRPO = ``agg="seq_mean_token_sum_norm"`` with Dr. GRPO advantages.
 
-    ``entropy_select`` ([B, T] 0/1, when given) restricts the entropy bonus to the selected tokens, SIREN's
-    peak-entropy mask (Jiang et al. 2025, "Rethinking Entropy Regularization in Large Reasoning Models", arXiv
-    2509.25133: only the top-rho share of a batch's tokens by entropy are regularised, so the bonus does not
-    inflate the entropy of the many low-entropy tokens): the term is ``- entropy_coef * agg(1[t selected] * H_t)``,
-    whose normaliser still counts every token (rho folded into ``entropy_coef``, as the token gate's).
+    ``entropy_select`` ([B, T] 0/1): the bonus on the selected tokens only, SIREN's peak-entropy mask (Jiang et al.
+    2025, arXiv 2509.25133): ``- entropy_coef * agg(1[t selected] * H_t)``, the normaliser counting every token.
 
     ``off_policy`` ([B] bool, LUFFY's mixed-policy GRPO): the policy loss sees the on-policy rows only;
     the flagged rows (demonstrations) get :func:`off_policy_shaped_loss` with ``gamma = shaping_gamma``,

@@ -18,9 +18,9 @@ def _unescape(text: str) -> str:
 def run(ns) -> int:
     from rlvr.search.run import format_sweep, search_samples
 
-    if ns.power is not None:
+    if ns.power is not None or ns.mcts:
         try:
-            return _run_power(ns)
+            return _run_power(ns) if ns.power is not None else _run_mcts(ns)
         except ValueError as e:
             error(e)
             return 2
@@ -88,6 +88,34 @@ def _run_power(ns) -> int:
     return 0
 
 
+def _run_mcts(ns) -> int:
+    """``--mcts``: Monte-Carlo tree search over steps with the model on --task, scored by --scorer."""
+    from rlvr.engines import HFEngine
+    from rlvr.evaluate.pipeline import load_problems
+    from rlvr.models import load_policy
+    from rlvr.search.mcts import MCTSConfig
+    from rlvr.search.run import run_mcts
+    from rlvr.search.scorers import load_scorer
+
+    if not ns.task:
+        raise ValueError("--mcts needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
+    cfg = MCTSConfig(iterations=ns.iterations, expansions=ns.expansions, c_uct=ns.c_uct,
+                     delimiter=_unescape(ns.delimiter), step_max_tokens=ns.step_max_tokens,
+                     max_new_tokens=ns.max_new_tokens, temperature=ns.temperature, seed=ns.seed)
+    problems = load_problems(ns.task, ns.path)[: ns.limit]
+    verifier = ns.verifier or ("numeric" if ns.task == "gsm8k" else "math")
+    scorer = load_scorer(ns.scorer, verifier=verifier, delimiter=cfg.delimiter)
+    model, tok = load_policy(ns.model)
+    rep = run_mcts(problems, HFEngine(model, tok), scorer, cfg, verifier=verifier, progress=not ns.no_progress)
+    out = Path(ns.output) if ns.output else Path("runs/search/mcts.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=2))
+    print(f"mcts ({rep['num_problems']} problems, {cfg.iterations} iterations, {rep['scorer']}): accuracy "
+          f"{rep['accuracy']:.1%}, {rep['mean_tokens']:.0f} tokens/problem")
+    print(f"results written to {out}")
+    return 0
+
+
 def _run_beam(ns, opts) -> dict:
     from rlvr.evaluate.pipeline import load_problems
     from rlvr.models import load_policy
@@ -130,6 +158,10 @@ Math-Shepherd format, step tag --step-tag after each step, P('+') scored), genrm
 --beam runs step-level beam search live with --model on --task, guided by a
 process scorer (--scorer prm:PATH; --delimiter, --aggregate); with a samples
 file too, its point joins the chart.
+
+--mcts runs Monte-Carlo tree search over reasoning steps (UCT selection, one
+new step per expansion, a completed simulation scored by --scorer, backed up
+the path); the answer is the best-scored simulation.
 
 --power ALPHA samples the power distribution p(x)^ALPHA of --model on --task by
 Metropolis-Hastings over suffixes (training-free sharpening; --mcmc-steps
@@ -182,9 +214,14 @@ def add_parser(sub) -> None:
     g.add_argument("--max-steps", type=int, default=8, help="steps per beam at most (default 8)")
     g.add_argument("--step-max-tokens", type=int, default=128, help="tokens per step at most (default 128)")
     g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    g = p.add_argument_group("live power sampling (--power; --task, --path, --limit, --model as for --beam)")
+    g = p.add_argument_group("live power sampling (--power; --task, --path, --limit, --model as above)")
     g.add_argument("--power", type=float, default=None, metavar="ALPHA",
                    help="sample p(x)^ALPHA by Metropolis-Hastings with the model (Reasoning with Sampling; e.g. 4)")
     g.add_argument("--mcmc-steps", type=int, default=8, help="suffix proposals per problem (default 8)")
     g.add_argument("--max-new-tokens", type=int, default=256, help="completion token budget (default 256)")
+    g = p.add_argument_group("live tree search (--mcts; the other options as above)")
+    g.add_argument("--mcts", action="store_true",
+                   help="Monte-Carlo tree search over steps, each simulation scored by --scorer (RAP)")
+    g.add_argument("--iterations", type=int, default=16, help="MCTS iterations per problem (default 16)")
+    g.add_argument("--c-uct", type=float, default=1.0, help="UCT exploration weight (default 1.0)")
     p.set_defaults(func=run)

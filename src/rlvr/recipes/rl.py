@@ -294,6 +294,8 @@ class RLRecipe:
         self.sampler: PromptSampler | CurriculumSampler | MixtureSampler | None = None
         self.dfilter: DifficultyFilter | MoPPSSelector | None = None
         self.replay: ReplayBuffer | None = None
+        self.synth: FailureSynthesizer | None = None
+        self.update_masks: dict[str, torch.Tensor] = {}  # train.update_fraction: the trained entries of each weight
         self.ref_reset: ReferenceResetSchedule | None = None
         self.entropy_floor: EntropyFloor | None = None
         self.monitor = HackMonitor()  # verdict-reason histogram and reward-hack signatures, every step

@@ -165,6 +165,19 @@ def run_power(problems: Sequence[Any], engine: Any, cfg, *, verifier: str = "mat
             "per_problem": rows}
 
 
+def run_mcts(problems: Sequence[Any], engine: Any, scorer: Scorer, cfg, *, verifier: str = "math",
+             progress: bool = True) -> dict:
+    """MCTS (:func:`rlvr.search.mcts.mcts_search_many`) on ``problems``, verified; a summary dict."""
+    from rlvr.search.mcts import mcts_search_many
+
+    t0 = time.perf_counter()
+    results = mcts_search_many(engine, scorer, problems, cfg, progress=progress)
+    rows, acc, tokens = _verified(problems, results, verifier)
+    return {"strategy": "mcts", "n": cfg.iterations, "accuracy": acc, "mean_tokens": tokens, "scorer": scorer.name,
+            "config": dict(cfg.__dict__), "num_problems": len(rows), "seconds": time.perf_counter() - t0,
+            "per_problem": rows}
+
+
 def format_sweep(report: dict) -> str:
     """A text table: strategy, N, accuracy, tokens per problem, efficiency vs best-of-N."""
     lines = [f"{'strategy':<20} {'N':>4} {'accuracy':>9} {'tokens/problem':>15} {'eff. vs BoN':>11}"]

@@ -21,8 +21,10 @@ def _check(params: dict[str, Any], **_: Any) -> None:
 
 @reward_function("genrm", scope="group", check=_check)
 def genrm_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096) -> Callable[..., list[float]]:
-    """A generative verifier's score in [0, 1]: ``p(Yes) / (p(Yes) + p(No))`` after "Is the answer correct
-    (Yes/No)?" (GenRM, Zhang et al. 2024; :class:`rlvr.rewards.genrm.GenerativeVerifier`).
+    """A generative verifier's p(Yes) that the answer is correct (GenRM).
+
+    The score in [0, 1] is ``p(Yes) / (p(Yes) + p(No))`` after "Is the answer correct (Yes/No)?" (Zhang et al.
+    2024; :class:`rlvr.rewards.genrm.GenerativeVerifier`).
 
     ``path`` is any causal-LM directory, checked when the config loads and loaded at the first call.  It never
     reads the reference, so it can reward unlabelled prompts; as the only reward the policy learns what the
@@ -43,9 +45,11 @@ def genrm_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096
 
 @reward_function("pairwise", scope="group", check=_check)
 def pairwise_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096) -> Callable[..., list[float]]:
-    """A round-robin tournament judged by a causal LM: each completion's mean probability of beating each other
-    completion of its group, ``p("A") / (p("A") + p("B"))`` after "Which response is better, A or B?", both
-    orders averaged (:class:`rlvr.rewards.genrm.PairwiseJudge`).
+    """A round-robin tournament in the group, judged by a causal LM.
+
+    Each completion's mean probability of beating each other completion of its group, ``p("A") / (p("A") +
+    p("B"))`` after "Which response is better, A or B?", both orders averaged
+    (:class:`rlvr.rewards.genrm.PairwiseJudge`).
 
     Pairwise rewards for tasks without a checkable answer (Pairwise-RL, Writing-Zero's pairwise GenRM, ArenaRL's
     tournaments): the reward is relative to the group, as GRPO's baseline is; ``G (G - 1)`` judge passes per group.

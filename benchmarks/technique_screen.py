@@ -71,13 +71,15 @@ ARMS: dict[str, list[str]] = {
 """Arm name -> its overrides of the demo config (add a technique here to screen it)."""
 
 
-def commands(root: Path, arms: list[str], seeds: str, steps: int, eval_every: int, threads: int) -> list[list[str]]:
+def commands(root: Path, arms: list[str], seeds: str, steps: int, eval_every: int, threads: int,
+             shorter: tuple[str, ...] = ()) -> list[list[str]]:
+    """The ``rlvr train --seeds`` command of each arm; ``shorter``: overrides every arm shares (a cheaper screen)."""
     out = []
     for arm in arms:
         out.append([sys.executable, "-m", "rlvr.cli", "train", CONFIG, "--seeds", seeds,
                     f"train.output_dir={root / arm}", f"train.steps={steps}", f"eval.every={eval_every}",
                     f"train.threads={threads}", "train.save_every=0", "train.keep_checkpoints=1",
-                    "eval.before_training=false", "eval.extra_temperatures=[]",
+                    "eval.before_training=false", *shorter, "eval.extra_temperatures=[]",
                     *ARMS[arm]])
     return out
 
@@ -90,6 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0-1", help="seeds of every arm (default 0-1)")
     ap.add_argument("--steps", type=int, default=20, help="training steps of every arm (default 20)")
     ap.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps (default 10)")
+    ap.add_argument("--prompts-per-step", type=int, help="train.prompts_per_step of every arm (default: the "
+                                                         "demo's 8; fewer makes a cheaper screen)")
+    ap.add_argument("--eval-problems", type=int, help="eval.num_problems of every arm (default: the demo's 256)")
     ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="train.threads")
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON")
     ap.add_argument("--plot", type=Path, help="also draw every arm's held-out curves over the baseline's (PNG)")
@@ -105,7 +110,9 @@ def main(argv=None) -> int:
     if unknown:
         print(f"technique_screen: unknown arm(s) {unknown}; known: {', '.join(ARMS)}", file=sys.stderr)
         return 2
-    for cmd in commands(args.root, arms, args.seeds, args.steps, args.eval_every, args.threads):
+    shorter = tuple(([f"train.prompts_per_step={args.prompts_per_step}"] if args.prompts_per_step else [])
+                    + ([f"eval.num_problems={args.eval_problems}"] if args.eval_problems else []))
+    for cmd in commands(args.root, arms, args.seeds, args.steps, args.eval_every, args.threads, shorter):
         print("$ " + " ".join(shlex.quote(c) for c in cmd[2:]), flush=True)
         if not args.dry_run:
             done = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))

@@ -25,3 +25,12 @@ def test_unknown_arms_are_refused_and_a_dry_run_prints_every_command(capsys):
     assert ts.main(["--arms", "default,maxk", "--dry-run", "--root", "/tmp/rlvr-screen-dry"]) == 0
     out = capsys.readouterr().out
     assert out.count("$ rlvr.cli train configs/arithmetic_grpo.yaml --seeds 0-1") == 2 and "algorithm.advantage=maxk" in out
+
+
+def test_a_cheaper_screen_shortens_every_arm_alike(tmp_path):
+    ts = load_benchmark("technique_screen")
+    cmds = ts.commands(tmp_path, ["default", "siren"], "0-1", 10, 10, 1,
+                       ("train.prompts_per_step=4", "eval.num_problems=128"))
+    for cmd in cmds:
+        cfg = load_config(RunConfig, ts.ROOT / ts.CONFIG, cmd[cmd.index("--seeds") + 2:])
+        assert cfg.train.prompts_per_step == 4 and cfg.eval.num_problems == 128

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 from pydantic import Field, NonNegativeInt
@@ -226,6 +227,23 @@ def multiply_solution(a: int, b: int) -> str:
 
 
 from rlvr.tasks import visual as _visual  # noqa: E402,F401  (registers the drawn visual task)
+
+
+def _check_verify_samples(params: dict[str, Any], **_: Any) -> None:
+    if not params.get("path") or not Path(params["path"]).is_file():
+        raise ValueError(f"verify_samples: task.params.path must be a samples file of rlvr eval, got {params.get('path')!r}")
+
+
+@TASKS.register("verify_samples", check=_check_verify_samples,
+                doc="verification problems from a samples file of rlvr eval: 'is this solution correct?', labelled "
+                    "yes/no by task.params.verifier (joint solve-and-verify RL in a mixture; reward.verifier=math)")
+def verify_samples_task(path: str | None = None, verifier: str = "math", num_heldout: NonNegativeInt = 64,
+                        seed: int = 0, balance: bool = True) -> Split:
+    """``path``: a ``*.samples.jsonl`` of ``rlvr eval``; ``verifier`` labels each stored solution; ``balance``
+    subsamples the larger of right and wrong to the smaller's size."""
+    from rlvr.tasks.self_verify import verification_split
+
+    return verification_split(str(path), verifier=verifier, num_heldout=num_heldout, seed=seed, balance=balance)
 
 
 def _check_search_qa(params: dict[str, Any], *, num_heldout: int | None = None, **_: Any) -> None:

@@ -29,6 +29,38 @@ from rlvr.evaluate.seeds import summarize_seeds
 _IGNORED = ("train.output_dir", "train.seed", "train.resume", "train.progress")
 
 
+def _defaults() -> dict:
+    """Every setting's default, by dotted key (the run config of today's code)."""
+    from rlvr.config import load_config
+    from rlvr.evaluate.compare import _flat
+    from rlvr.recipes.config import RunConfig
+
+    return _flat(json.loads(load_config(RunConfig, None, []).model_dump_json()))
+
+
+def real_changes(base: dict | None, other: dict | None) -> dict[str, tuple]:
+    """:func:`config_differences` less the keys one side does not have and the other sets to today's default: an
+    option added after the earlier run was saved, left off, changes nothing."""
+    defaults = _defaults()
+    missing = object()
+
+    def flat(c):
+        from rlvr.evaluate.compare import _flat
+        return _flat(c or {})
+
+    fa, fb = flat(base), flat(other)
+    out = {}
+    for k, (va, vb) in config_differences(base, other).items():
+        if k in _IGNORED:
+            continue
+        one_sided = (k not in fa) != (k not in fb)
+        present = vb if k not in fa else va
+        if one_sided and json.dumps(present, default=str) == json.dumps(defaults.get(k, missing), default=str):
+            continue
+        out[k] = (va, vb)
+    return out
+
+
 def _rows(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -76,8 +108,7 @@ def screen(roots: list[Path], seeds: list[int] | None, n_resamples: int = 2000) 
         arm = {"name": root.name, "root": str(root), "finished": len(done), "per_seed": per_seed,
                "median": medians,
                "median_largest_drop": statistics.median([p["largest_drop"] for p in done]) if done else None,
-               "changes": {k: v for k, v in config_differences(base.get("config"), s.get("config")).items()
-                           if k not in _IGNORED}}
+               "changes": real_changes(base.get("config"), s.get("config"))}
         if s is not base and done and base["finished"]:
             arm["vs_baseline"] = {c.metric: {"diff_mean": c.diff_mean, "diff_mean_ci": c.diff_mean_ci,
                                              "p_value": c.p_value, "poi": c.poi, "verdict": c.verdict}

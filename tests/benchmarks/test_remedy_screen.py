@@ -82,3 +82,10 @@ def test_an_unfinished_seed_is_listed_not_counted(tmp_path, scr):
     arm = res["arms"][0]
     assert arm["finished"] == 1 and arm["per_seed"][1] == {"seed": 1, "status": "unfinished"}
     assert any("| baseline | 1 | unfinished |" in ln for ln in scr.format_screen(res))
+
+
+def test_an_option_added_after_an_earlier_run_and_left_at_its_default_is_no_change():
+    rs = load_benchmark("remedy_screen")
+    old = {"algorithm": {"advantage": "grpo"}, "train": {"lr": 1e-5}}
+    new = {"algorithm": {"advantage": "grpo", "clip_schedule": []}, "train": {"lr": 1e-5, "update_fraction": 0.01}}
+    assert rs.real_changes(old, new) == {"train.update_fraction": (None, 0.01)}  # only the one not at its default

@@ -229,6 +229,26 @@ def multiply_solution(a: int, b: int) -> str:
 from rlvr.tasks import visual as _visual  # noqa: E402,F401  (registers the drawn visual task)
 
 
+def _check_code_tests(params: dict[str, Any], **_: Any) -> None:
+    if not 1 <= params["num_mutants"] <= 16:
+        raise ValueError(f"code_tests: num_mutants must be in 1..16, got {params['num_mutants']}")
+    if not 1 <= params["steps"] <= 8:
+        raise ValueError(f"code_tests: steps must be in 1..8, got {params['steps']}")
+
+
+@TASKS.register("code_tests", check=_check_code_tests, doc="write unit tests for a specified function (code_functions programs), scored by "
+                                  "the share of mutants they fail (reward.verifier=test_suite)")
+def code_tests_task(num_train: NonNegativeInt = 500, num_heldout: NonNegativeInt = 64, seed: int = 0, steps: int = 2,
+                    num_mutants: int = 4) -> Split:
+    """``steps``: the programs' steps (as code_functions'); ``num_mutants``: wrong implementations per problem."""
+    from rlvr.tasks.suite_writing import suite_writing_problems
+
+    if not 1 <= num_mutants <= 16:
+        raise ValueError(f"code_tests: num_mutants must be in 1..16, got {num_mutants}")
+    return suite_writing_problems(num_mutants=num_mutants, seed=seed, num_train=num_train, num_heldout=num_heldout,
+                                 steps=steps)
+
+
 def _check_verify_samples(params: dict[str, Any], **_: Any) -> None:
     if not params.get("path") or not Path(params["path"]).is_file():
         raise ValueError(f"verify_samples: task.params.path must be a samples file of rlvr eval, got {params.get('path')!r}")

@@ -27,6 +27,7 @@ from rlvr.verifiers import grounding as _grounding  # noqa: F401,E402 (registers
 from rlvr.verifiers import sql as _sql  # noqa: F401,E402 (registers sql)
 from rlvr.verifiers import smt as _smt  # noqa: F401,E402 (registers smt)
 from rlvr.verifiers import program as _program  # noqa: F401,E402 (registers program)
+from rlvr.verifiers import test_suite as _test_suite  # noqa: F401,E402 (registers test_suite)
 
 __all__ = [
     "VERIFIERS",

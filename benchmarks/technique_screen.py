@@ -47,6 +47,7 @@ ARMS: dict[str, list[str]] = {
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],
     "dgpo": ["algorithm.advantage=dgpo"],
     "ucas": ["algorithm.advantage=ucas"],
+    "disco": ["algorithm.advantage=disco", "algorithm.advantage_params={tau: 1.0}"],
     "online_dpo": ["algorithm.advantage=online_dpo", "algorithm.loss_agg=seq_mean_token_sum"],
     "rloo": ["algorithm.advantage=rloo"],
     "entropy_gate": ["algorithm.entropy_token_fraction=0.2"],

@@ -212,6 +212,16 @@ def ref_tree(r, m=None, **_):
     return (g - g.mean(-1, keepdim=True)).reshape(-1)[:, None] * m
 
 
+def ref_disco(r, **_):
+    """DisCO-b (Li et al. 2025): +1/n+ on each correct answer, -1/n- on each wrong one, per group; 0 without both."""
+    out = []
+    for g in _groups(r).tolist():
+        pos = [x > 0.5 for x in g]
+        npos, nneg = sum(pos), len(g) - sum(pos)
+        out += [(1 / npos if p else -1 / nneg) if npos and nneg else 0.0 for p in pos]
+    return torch.tensor(out)
+
+
 def ucas_inputs(model, b):
     """KL(U || p_t) = logsumexp(z) - mean(z) - log V and the generated token's raw logit z_{y_t}, per completion
     token."""
@@ -303,6 +313,7 @@ ESTIMATORS = {  # name -> (config overrides, reference)
     "maxk": (["algorithm.advantage_params={k: 2}"], ref_maxk),
     "dgpo": ([], ref_dgpo),
     "ucas": ([], ref_ucas),
+    "disco": ([], ref_disco),
     "tree": (["rollout.branches=1"], ref_tree),
     "online_dpo": (["algorithm.loss_agg=seq_mean_token_sum", "algorithm.advantage_params={beta: 0.5}"],
                    functools.partial(ref_online_dpo, beta=0.5)),

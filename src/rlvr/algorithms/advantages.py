@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from rlvr.algorithms.dgpo import dgpo_advantages
+from rlvr.algorithms.disco import disco_advantages
 from rlvr.algorithms.dpo import online_dpo_advantages
 from rlvr.algorithms.gae import GAEParams
 from rlvr.algorithms.maxk import maxk_advantages
@@ -484,6 +485,8 @@ _A.add("w_reinforce", w_reinforce_advantages)
 _A.add("quantile", quantile_advantages)
 _A.add("entropy_guided", entropy_guided_advantages, needs={"entropy", "mask"})
 
+_A.add("disco", disco_advantages, needs={"seq_logprob"},
+       doc="DisCO: raise correct answers' scores, lower wrong ones' (mean, or tau-softmax: hardest first)")
 _A.add("online_dpo", online_dpo_advantages, needs={"logratio", "mask"},
        doc="online DPO: each group's best vs worst samples, DPO's gradient as sequence weights")
 _A.add("tree", tree_advantages, needs={"mask", "forks"},

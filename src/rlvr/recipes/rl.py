@@ -770,6 +770,9 @@ class RLRecipe:
             inputs["token_logits"] = token_logit_pass(self.model, batch, self.learner_settings, self.device)
         if "logratio" in takes:  # online DPO: log pi_old - log pi_ref per completion token
             inputs["logratio"] = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
+        if "seq_logprob" in takes:  # DisCO: each sample's mean sampler log-prob over its policy tokens
+            m = batch.completion_mask.float()
+            inputs["seq_logprob"] = (batch.sampler_logprobs * m).sum(-1) / m.sum(-1).clamp(min=1)
         if "forks" in takes:  # tree credit: which sample each branch was cut from, and where (rollout.branches)
             inputs["forks"] = torch.tensor([[s.info.get("branch_of", -1), s.info.get("branch_at", 0)]
                                             for s in samples], dtype=torch.long).view(-1, 2)

@@ -26,6 +26,9 @@ from rlvr.types import Problem, Verdict
 # whose default (4) does not fit the 2 samples per group used below
 REQUIRED = {"noisy_backward": "{rho0: 0.1, rho1: 0.1}", "noisy_forward": "{rho1: 0.1}", "passk": "{k: 2}",
             "maxk": "{k: 1}"}  # groups of 2: maxk needs k <= G - 1
+WITH = {"online_dpo": ["algorithm.loss_agg=seq_mean_token_sum"],  # DPO's gradient needs sequence sums
+        "tree": ["rollout.branches=1"]}  # tree credit needs branched groups
+"""Settings an estimator needs beside it (refused at load without them)."""
 MODES = {
     "in_process": [],
     "async": ["train.async_steps=1", "algorithm.is_correction=tis"],
@@ -46,7 +49,7 @@ def _overrides(out: Path, estimator: str, mode: str) -> list[str]:
     return [f"train.output_dir={out}", "train.steps=1", "train.prompts_per_step=2", "rollout.group_size=2",
             "rollout.max_new_tokens=4", "train.micro_batch_size=4", "train.warmup_steps=0", "train.save_every=0",
             "train.progress=false", "eval.before_training=false", "eval.after_training=false", "train.seed=1",
-            f"algorithm.advantage={estimator}", *extra, *MODES[mode]]
+            f"algorithm.advantage={estimator}", *extra, *WITH.get(estimator, []), *MODES[mode]]
 
 
 def _train_one_step(cfg: RunConfig, mode: str) -> None:

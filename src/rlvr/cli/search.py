@@ -64,56 +64,61 @@ def run(ns) -> int:
     return 0
 
 
-def _run_power(ns) -> int:
-    """``--power ALPHA``: Metropolis-Hastings sampling of p^alpha with the model on --task; writes a JSON report."""
+def _live(ns, flag: str):
+    """``(problems, verifier, engine)`` of a live search (``--power`` / ``--mcts``) on --task with --model."""
     from rlvr.engines import HFEngine
     from rlvr.evaluate.pipeline import load_problems
     from rlvr.models import load_policy
-    from rlvr.search.power import PowerConfig
-    from rlvr.search.run import run_power
 
     if not ns.task:
-        raise ValueError("--power needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
-    cfg = PowerConfig(alpha=ns.power, steps=ns.mcmc_steps, max_new_tokens=ns.max_new_tokens, seed=ns.seed)
+        raise ValueError(f"{flag} needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
     problems = load_problems(ns.task, ns.path)[: ns.limit]
     verifier = ns.verifier or ("numeric" if ns.task == "gsm8k" else "math")
     model, tok = load_policy(ns.model)
-    rep = run_power(problems, HFEngine(model, tok), cfg, verifier=verifier, progress=not ns.no_progress)
-    out = Path(ns.output) if ns.output else Path("runs/search/power.json")
+    return problems, verifier, HFEngine(model, tok)
+
+
+def _report(ns, rep: dict, default: str, line: str) -> int:
+    out = Path(ns.output) if ns.output else Path(default)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rep, indent=2))
-    print(f"power sampling ({rep['num_problems']} problems, alpha {cfg.alpha}, {cfg.steps} proposals): accuracy "
-          f"{rep['accuracy']:.1%}, acceptance {rep['acceptance_rate']:.1%}, {rep['mean_tokens']:.0f} tokens/problem")
+    print(line)
     print(f"results written to {out}")
     return 0
+
+
+def _run_power(ns) -> int:
+    """``--power ALPHA``: Metropolis-Hastings sampling of p^alpha with the model on --task; writes a JSON report."""
+    from rlvr.search.power import PowerConfig
+    from rlvr.search.run import run_power
+
+    cfg = PowerConfig(alpha=ns.power, steps=ns.mcmc_steps, max_new_tokens=ns.max_new_tokens, seed=ns.seed)
+    problems, verifier, engine = _live(ns, "--power")
+    rep = run_power(problems, engine, cfg, verifier=verifier, progress=not ns.no_progress)
+    return _report(ns, rep, "runs/search/power.json",
+                   f"power sampling ({rep['num_problems']} problems, alpha {cfg.alpha}, {cfg.steps} proposals): "
+                   f"accuracy {rep['accuracy']:.1%}, acceptance {rep['acceptance_rate']:.1%}, "
+                   f"{rep['mean_tokens']:.0f} tokens/problem")
 
 
 def _run_mcts(ns) -> int:
     """``--mcts``: Monte-Carlo tree search over steps with the model on --task, scored by --scorer."""
-    from rlvr.engines import HFEngine
-    from rlvr.evaluate.pipeline import load_problems
-    from rlvr.models import load_policy
     from rlvr.search.mcts import MCTSConfig
     from rlvr.search.run import run_mcts
     from rlvr.search.scorers import load_scorer
 
-    if not ns.task:
-        raise ValueError("--mcts needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
     cfg = MCTSConfig(iterations=ns.iterations, expansions=ns.expansions, c_uct=ns.c_uct,
                      delimiter=_unescape(ns.delimiter), step_max_tokens=ns.step_max_tokens,
                      max_new_tokens=ns.max_new_tokens, temperature=ns.temperature, seed=ns.seed)
-    problems = load_problems(ns.task, ns.path)[: ns.limit]
-    verifier = ns.verifier or ("numeric" if ns.task == "gsm8k" else "math")
-    scorer = load_scorer(ns.scorer, verifier=verifier, delimiter=cfg.delimiter)
-    model, tok = load_policy(ns.model)
-    rep = run_mcts(problems, HFEngine(model, tok), scorer, cfg, verifier=verifier, progress=not ns.no_progress)
-    out = Path(ns.output) if ns.output else Path("runs/search/mcts.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rep, indent=2))
-    print(f"mcts ({rep['num_problems']} problems, {cfg.iterations} iterations, {rep['scorer']}): accuracy "
-          f"{rep['accuracy']:.1%}, {rep['mean_tokens']:.0f} tokens/problem")
-    print(f"results written to {out}")
-    return 0
+    if not ns.task:  # the scorer is checked before the policy loads
+        raise ValueError("--mcts needs --task (math500, gsm8k, aime24, amc23 or jsonl with --path)")
+    scorer = load_scorer(ns.scorer, verifier=ns.verifier or ("numeric" if ns.task == "gsm8k" else "math"),
+                         delimiter=cfg.delimiter)
+    problems, verifier, engine = _live(ns, "--mcts")
+    rep = run_mcts(problems, engine, scorer, cfg, verifier=verifier, progress=not ns.no_progress)
+    return _report(ns, rep, "runs/search/mcts.json",
+                   f"mcts ({rep['num_problems']} problems, {cfg.iterations} iterations, {rep['scorer']}): accuracy "
+                   f"{rep['accuracy']:.1%}, {rep['mean_tokens']:.0f} tokens/problem")
 
 
 def _run_beam(ns, opts) -> dict:

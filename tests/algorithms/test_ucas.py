@@ -49,16 +49,15 @@ def test_through_the_registry_and_the_recipe(tmp_path, monkeypatch):
     assert fn(torch.tensor([1.0, 0.0]), 2, certainty=torch.zeros(2, 1), token_logits=torch.zeros(2, 1),
               mask=torch.ones(2, 1)).shape == (2, 1)
     seen: dict[str, list] = {"certainty": [], "logits": []}
+    real = rl.certainty_and_logit_pass
 
-    def spying(name, real):
-        def spy(*a, **kw):
-            out = real(*a, **kw)
-            seen[name].append(out)
-            return out
-        return spy
+    def spy(*a, **kw):
+        c, lg = real(*a, **kw)
+        seen["certainty"].append(c)
+        seen["logits"].append(lg)
+        return c, lg
 
-    monkeypatch.setattr(rl, "self_certainty_pass", spying("certainty", rl.self_certainty_pass))
-    monkeypatch.setattr(rl, "token_logit_pass", spying("logits", rl.token_logit_pass))
+    monkeypatch.setattr(rl, "certainty_and_logit_pass", spy)
     r = train_recorded(tmp_path, "algorithm.advantage=ucas", "algorithm.advantage_params={beta_neg: 0.5}")
     assert len(seen["certainty"]) == len(seen["logits"]) == len(r.seen) == 2
     for (ro, scored), c, lg in zip(r.seen, seen["certainty"], seen["logits"]):

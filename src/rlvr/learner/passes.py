@@ -38,7 +38,7 @@ from rlvr.rewards.sources import GroupInput, token_self_certainty
 from rlvr.types import Batch, Problem, Sample
 
 __all__ = ["POLICY_INPUTS", "PolicyProbe", "reasoning_before_answer", "self_certainty_pass",
-           "reference_logprob_pass"]
+           "certainty_and_logit_pass", "reference_logprob_pass"]
 
 ANSWER_MARK = "\\boxed"
 
@@ -94,32 +94,37 @@ def _eval_pass(model, batch: Batch, micro_batch_size: int, device, fn) -> torch.
         model.train(was)
 
 
+def _completion_logits(model, mb: Batch, start: int) -> torch.Tensor:
+    """The logits predicting each completion token of the micro-batch, [b, T' - start, V]."""
+    T = mb.input_ids.shape[1]
+    position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=position_ids,
+                 use_cache=False, logits_to_keep=T - start + 1).logits[:, :-1, :]
+
+
 def self_certainty_pass(model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
     """Per-token self-certainty ``KL(U || p)`` of the policy at every completion position, [B, T] (no grad)."""
     temp = settings.temperature or 1.0
 
     def fn(mb, start):
-        T = mb.input_ids.shape[1]
-        position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=position_ids,
-                       use_cache=False, logits_to_keep=T - start + 1).logits[:, :-1, :]
-        return token_self_certainty(logits, temperature=temp)
+        return token_self_certainty(_completion_logits(model, mb, start), temperature=temp)
 
     return _eval_pass(model, batch, settings.micro_batch_size, device, fn)
 
 
-def token_logit_pass(model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:
-    """The raw logit of each generated token at its completion position, [B, T] (no grad; UCAS's token-level
-    certainty)."""
+def certainty_and_logit_pass(model, batch: Batch, settings: LearnerSettings,
+                             device) -> tuple[torch.Tensor, torch.Tensor]:
+    """From one forward pass (no grad): the per-token self-certainty ``KL(U || p)`` and the raw logit of each
+    generated token at every completion position, [B, T] each (UCAS's response- and token-level certainty)."""
+    temp = settings.temperature or 1.0
 
     def fn(mb, start):
-        T = mb.input_ids.shape[1]
-        position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, position_ids=position_ids,
-                       use_cache=False, logits_to_keep=T - start + 1).logits[:, :-1, :]
-        return logits.float().gather(-1, mb.input_ids[:, start:, None]).squeeze(-1)
+        logits = _completion_logits(model, mb, start)
+        raw = logits.float().gather(-1, mb.input_ids[:, start:, None]).squeeze(-1)
+        return torch.stack([token_self_certainty(logits, temperature=temp), raw], dim=-1)
 
-    return _eval_pass(model, batch, settings.micro_batch_size, device, fn)
+    both = _eval_pass(model, batch, settings.micro_batch_size, device, fn)
+    return both[..., 0], both[..., 1]
 
 
 def _reference_batch(samples: Sequence[Sample], problems: dict[str, Problem], tokenizer, G: int, pad_id: int):

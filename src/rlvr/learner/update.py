@@ -124,22 +124,28 @@ def sub_batch(batch: Batch, rows: torch.Tensor, device: torch.device | None = No
 
 
 def per_token_pass(batch: Batch, micro_batch_size: int, device, fn) -> torch.Tensor:
-    """Run ``fn(micro_batch, start) -> [b, T' - start]`` over the batch without gradients; [B, T] float32 result.
+    """Run ``fn(micro_batch, start) -> [b, T' - start, ...]`` over the batch without gradients; [B, T, ...]
+    float32 result (``fn``'s trailing dimensions kept: several per-token quantities from one forward pass).
 
     The no-grad forward passes some estimators need before the advantage
     (entropy, reference KL, critic values) share this loop: micro-batches of
     ``train.micro_batch_size`` rows with padding columns trimmed, results put
     back at the columns of the completion tokens they belong to.
     """
-    out = torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    out = None
     with torch.no_grad():
         for chunk in torch.arange(batch.input_ids.shape[0]).split(micro_batch_size):
             mb, start = sub_batch(batch, chunk, device)
             res = fn(mb, start)
+            if out is None:
+                out = torch.zeros(tuple(batch.input_ids.shape) + tuple(res.shape[2:]), dtype=torch.float32)
             # sub_batch trimmed columns lo:hi; completions end at hi, so the result block ends there too
             hi = int(batch.attention_mask[chunk].any(0).nonzero()[-1]) + 1
             out[chunk, hi - res.shape[1]:hi] = res.float().cpu()
-    return out * batch.completion_mask
+    mask = batch.completion_mask
+    if out is None:  # no rows
+        return torch.zeros(batch.input_ids.shape, dtype=torch.float32)
+    return out * mask.reshape(tuple(mask.shape) + (1,) * (out.dim() - 2))
 
 
 def policy_entropy(model, batch: Batch, settings: LearnerSettings, device) -> torch.Tensor:

@@ -64,7 +64,7 @@ from rlvr.learner.checkpoint import (
 )
 from rlvr.learner.guards import NonFiniteError, StepGuard, TrainingDiverged, nonfinite_advantages, nonfinite_rewards
 from rlvr.learner.optim import make_optimizer, sparse_update_masks
-from rlvr.learner.passes import PolicyProbe, self_certainty_pass, token_logit_pass
+from rlvr.learner.passes import PolicyProbe, certainty_and_logit_pass
 from rlvr.learner.update import (
     critic_value_pass,
     distill_logprobs,
@@ -91,12 +91,12 @@ from rlvr.rewards.pipeline import RewardPipeline, apply_keep, part_metrics
 from rlvr.rollout.collect import Collected, collect_rollouts
 from rlvr.rollout.episodes import episode_metrics
 from rlvr.rollout.guidance import ReplayBuffer
-from rlvr.tasks.synthesis import FailureSynthesizer
 from rlvr.rollout.settings import length_cap
 from rlvr.tasks.curriculum import CurriculumSampler
 from rlvr.tasks.mixture import MixtureSampler, build_mixture, learnable_groups, task_metrics
 from rlvr.tasks.registry import build_task
 from rlvr.tasks.sampler import PromptSampler
+from rlvr.tasks.synthesis import FailureSynthesizer
 from rlvr.trackers import open_trackers
 from rlvr.types import Batch, Problem, Sample, Verdict, problem_text
 from rlvr.utils.accounting import StepAccounting, set_malloc_mmap_threshold, set_onednn_cache_capacity
@@ -764,10 +764,9 @@ class RLRecipe:
                                                                 self.device)
         if self.credit.wants_entropy:  # the estimator takes it (RL-ZVP), or the entropy token gate is on
             inputs["entropy"] = policy_entropy(self.model, batch, self.learner_settings, self.device)
-        if "certainty" in takes:  # UCAS: the policy's per-token self-certainty KL(U || p)
-            inputs["certainty"] = self_certainty_pass(self.model, batch, self.learner_settings, self.device)
-        if "token_logits" in takes:  # UCAS: the raw logit of each generated token
-            inputs["token_logits"] = token_logit_pass(self.model, batch, self.learner_settings, self.device)
+        if "certainty" in takes or "token_logits" in takes:  # UCAS: self-certainty and raw token logits, one pass
+            inputs["certainty"], inputs["token_logits"] = certainty_and_logit_pass(
+                self.model, batch, self.learner_settings, self.device)
         if "logratio" in takes:  # online DPO: log pi_old - log pi_ref per completion token
             inputs["logratio"] = reference_kl(self.model, self.ref_model, batch, self.learner_settings, self.device)
         if "seq_logprob" in takes:  # DisCO: each sample's mean sampler log-prob over its policy tokens

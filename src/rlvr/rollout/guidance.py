@@ -64,7 +64,7 @@ from rlvr.tasks.benchmarks import gsm8k_worked_solution
 from rlvr.types import Problem, Sample, Verdict
 
 __all__ = ["reference_solution", "hint_lengths", "GuidanceStats", "guide_groups", "demonstration_sample",
-           "ReplayBuffer", "replay_sample"]
+           "ReplayBuffer", "replay_sample", "off_policy_row"]
 
 
 def reference_solution(problem: Problem) -> str | None:
@@ -199,19 +199,38 @@ score_single_turn = _score
 """Score one single-turn sample's ``text`` in ``env`` (sets its verdict, return and episode info)."""
 
 
+def off_policy_row(problem: Problem, ids: list[int], text: str, like: Sample, group_index: int, kind: str,
+                   finish_reason: str = "stop") -> Sample:
+    """``ids`` as an off-policy completion of ``like``'s prompt: log-probs 0 (behaviour probability 1),
+    ``info["off_policy"] = True``, ``info["guidance"] = kind``."""
+    return Sample(problem.id, list(like.prompt_ids), list(ids), [0.0] * len(ids), text, finish_reason, group_index,
+                  info={"off_policy": True, "guidance": kind})
+
+
 def demonstration_sample(problem: Problem, solution: str, like: Sample, tokenizer, group_index: int) -> Sample:
     """The reference solution as an off-policy completion of ``like``'s prompt: the solution's token ids then EOS,
     log-probs 0 (behaviour probability 1), ``info["off_policy"] = True``."""
     ids = list(tokenizer.encode(solution, add_special_tokens=False)) + [tokenizer.eos_token_id]
-    return Sample(problem.id, list(like.prompt_ids), ids, [0.0] * len(ids), solution, "stop", group_index,
-                  info={"off_policy": True, "guidance": "demo"})
+    return off_policy_row(problem, ids, solution, like, group_index, "demo")
 
 
 def replay_sample(problem: Problem, ids: list[int], text: str, like: Sample, group_index: int) -> Sample:
     """An earlier completion as an off-policy row of ``like``'s prompt: its token ids, log-probs 0,
     ``info["off_policy"] = True``, ``info["guidance"] = "replay"``."""
-    return Sample(problem.id, list(like.prompt_ids), list(ids), [0.0] * len(ids), text, "stop", group_index,
-                  info={"off_policy": True, "guidance": "replay"})
+    return off_policy_row(problem, ids, text, like, group_index, "replay")
+
+
+def _insert_if_it_passes(env: Environment, problem: Problem, groups: list[list[Sample]], i: int, row: Sample,
+                         max_new_tokens: int) -> bool:
+    """Score ``row`` and, when it fits ``max_new_tokens`` and passes, put it in the place of group ``i``'s last
+    sample; whether it was inserted."""
+    if len(row.completion_ids) > max_new_tokens:
+        return False
+    _score(env, problem, row, row.text)
+    if not row.verdict.correct:
+        return False
+    groups[i] = groups[i][:-1] + [row]
+    return True
 
 
 def guide_groups(engine, env: Environment, problems: list[Problem], groups: list[list[Sample]],
@@ -247,15 +266,10 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
             if not _failed(groups[i]) or (kept := replay.get(problems[i].id)) is None:
                 continue
             row = replay_sample(problems[i], *kept, groups[i][-1], len(groups[i]) - 1)
-            if len(row.completion_ids) > params.max_new_tokens:
+            if _insert_if_it_passes(env, problems[i], groups, i, row, params.max_new_tokens):
+                stats.replays += 1
+            else:
                 stats.replays_rejected += 1
-                continue
-            _score(env, problems[i], row, row.text)
-            if not row.verdict.correct:
-                stats.replays_rejected += 1
-                continue
-            groups[i] = groups[i][:-1] + [row]
-            stats.replays += 1
     if gcfg.regenerate != "none":
         _regenerate(engine, env, problems, groups, params, gcfg, [i for i in failing if _failed(groups[i])], stats)
     if gcfg.demonstrations:
@@ -263,15 +277,10 @@ def guide_groups(engine, env: Environment, problems: list[Problem], groups: list
             if not _failed(groups[i]):
                 continue
             demo = demonstration_sample(problems[i], sol, groups[i][-1], tokenizer, len(groups[i]) - 1)
-            if len(demo.completion_ids) > params.max_new_tokens:
+            if _insert_if_it_passes(env, problems[i], groups, i, demo, params.max_new_tokens):
+                stats.demos += 1
+            else:
                 stats.demos_rejected += 1
-                continue
-            _score(env, problems[i], demo, sol)
-            if not demo.verdict.correct:
-                stats.demos_rejected += 1
-                continue
-            groups[i] = groups[i][:-1] + [demo]
-            stats.demos += 1
     return groups
 
 
@@ -287,14 +296,9 @@ def _regenerate(engine, env, problems, groups, params, gcfg: GuidanceConfig, tod
     for i, out in zip(todo, outs):
         stats.rollouts_extra += len(out)
         for s in out:
-            if len(s.completion_ids) > params.max_new_tokens:
-                continue
-            row = Sample(problems[i].id, list(groups[i][-1].prompt_ids), list(s.completion_ids),
-                         [0.0] * len(s.completion_ids), s.text, s.finish_reason, len(groups[i]) - 1,
-                         info={"off_policy": True, "guidance": f"regenerate_{gcfg.regenerate}"})
-            _score(env, problems[i], row, row.text)
-            if row.verdict.correct:
-                groups[i] = groups[i][:-1] + [row]
+            row = off_policy_row(problems[i], s.completion_ids, s.text, groups[i][-1], len(groups[i]) - 1,
+                                 f"regenerate_{gcfg.regenerate}", s.finish_reason)
+            if _insert_if_it_passes(env, problems[i], groups, i, row, params.max_new_tokens):
                 stats.regenerated += 1
                 break
 

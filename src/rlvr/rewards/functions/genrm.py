@@ -15,6 +15,16 @@ _LOADED: dict[tuple, GenerativeVerifier] = {}
 """Verifiers loaded in this process, by what they were loaded with."""
 
 
+def _loaded(cls: type[GenerativeVerifier], path: str, device: str, max_length: int) -> GenerativeVerifier:
+    """``cls`` at ``path``, loaded once per process (by class, path, device and length)."""
+    key = (cls.__name__, path, device, max_length)
+    if key not in _LOADED:
+        from rlvr.utils.device import resolve_device
+
+        _LOADED[key] = cls(path, device=str(resolve_device(device)), max_length=max_length)
+    return _LOADED[key]
+
+
 def _check(params: dict[str, Any], **_: Any) -> None:
     check_causal_lm_dir(params["path"])  # config.json only: no weights before training starts
 
@@ -33,12 +43,8 @@ def genrm_reward(path: str, device: str = "auto", max_length: PositiveInt = 4096
     check_causal_lm_dir(path)
 
     def score(problem, completions: list[str]) -> list[float]:
-        key = (path, device, max_length)
-        if key not in _LOADED:
-            from rlvr.utils.device import resolve_device
-
-            _LOADED[key] = GenerativeVerifier(path, device=str(resolve_device(device)), max_length=max_length)
-        return _LOADED[key].score_many([(problem, c) for c in completions])
+        verifier = _loaded(GenerativeVerifier, path, device, max_length)
+        return verifier.score_many([(problem, c) for c in completions])
 
     return score
 
@@ -58,11 +64,6 @@ def pairwise_reward(path: str, device: str = "auto", max_length: PositiveInt = 4
     check_causal_lm_dir(path)
 
     def score(problem, completions: list[str]) -> list[float]:
-        key = ("pairwise", path, device, max_length)
-        if key not in _LOADED:
-            from rlvr.utils.device import resolve_device
-
-            _LOADED[key] = PairwiseJudge(path, device=str(resolve_device(device)), max_length=max_length)
-        return _LOADED[key].win_rates(problem, completions)
+        return _loaded(PairwiseJudge, path, device, max_length).win_rates(problem, completions)
 
     return score

@@ -178,3 +178,24 @@ def test_the_two_turn_program_trains_with_async_rollouts(tmp_path, tiny_tokenize
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2] and [r["staleness"] for r in rows] == [0, 1]
     assert all(r["env/turns"] == 2 and 0 <= r["env/vf/both"] <= 1 for r in rows)
+
+
+def test_the_shipped_example_taskset(monkeypatch):
+    """examples/vf_arithmetic.py: distinct tasks whose answers are the sums, scored by verifiers' strict box."""
+    monkeypatch.syspath_prepend(str(Path(HERE).parents[1] / "examples"))
+    train_set, held = build_task(TaskConfig(name="verifiers", num_heldout=50, params={
+        "taskset": "vf_arithmetic", "taskset_args": {"num_tasks": 300, "low": 1, "high": 20}}))
+    prompts = [p.messages[-1]["content"] for p in train_set + held]
+    assert len(train_set) == 250 and len(set(prompts)) == 300  # 300 of the 400 pairs, none twice
+    for p in train_set + held:
+        a, b = (int(x) for x in p.messages[-1]["content"].split("?")[0].removeprefix("What is ").split(" + "))
+        assert p.answer == str(a + b) and 1 <= a <= 20 and 1 <= b <= 20
+    env = build_environment("verifiers", None, None)
+    p = held[0]
+    for text, reward, boxed in [(f"The answer is \\boxed{{{p.answer}}}.", 1.0, 1.0), (p.answer, 0.0, 0.0),
+                                (f"\\boxed{{{int(p.answer) + 1}}}", 0.0, 1.0), ("\\boxed{}", 0.0, 0.0)]:
+        reply = env.step(env.reset(p), text)
+        assert (reply.reward, reply.info["vf_metric/boxed"]) == (reward, boxed), text
+    with pytest.raises(ValueError, match="only 400 distinct tasks"):
+        build_task(TaskConfig(name="verifiers", num_heldout=5, params={
+            "taskset": "vf_arithmetic", "taskset_args": {"num_tasks": 401, "high": 20}}))

@@ -226,3 +226,12 @@ def test_agents_train_with_async_rollouts(tmp_path, tiny_tokenizer):
     assert any(r["grad_norm"] > 0 for r in rows)
     assert all(r["env/requests"] == 2 and r["env/agent_errors"] == 0 for r in rows)
     assert any(not (before[k] == v).all() for k, v in model.state_dict().items())
+
+
+def test_the_shipped_example_agent_runs(tiny_tokenizer, monkeypatch):
+    """examples/openai_agent.py (the documented agent with its system prompt) runs episodes of two requests."""
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    groups = _run(_env(entry="openai_agent:solve"), tiny_tokenizer, n=1)
+    assert [(s.info["requests"], s.info["turns"], s.info["end"]) for (s,) in groups] == [(2, 2, "done")] * 3

@@ -181,8 +181,8 @@ def test_the_two_turn_program_trains_with_async_rollouts(tmp_path, tiny_tokenize
 
 
 def test_the_shipped_example_taskset(monkeypatch):
-    """examples/vf_arithmetic.py: distinct tasks whose answers are the sums, scored by verifiers' strict box."""
-    monkeypatch.syspath_prepend(str(Path(HERE).parents[1] / "examples"))
+    """docs/examples/vf_arithmetic.py: distinct tasks whose answers are the sums, scored by verifiers' strict box."""
+    monkeypatch.syspath_prepend(str(Path(HERE).parents[1] / "docs" / "examples"))
     train_set, held = build_task(TaskConfig(name="verifiers", num_heldout=50, params={
         "taskset": "vf_arithmetic", "taskset_args": {"num_tasks": 300, "low": 1, "high": 20}}))
     prompts = [p.messages[-1]["content"] for p in train_set + held]

@@ -229,9 +229,9 @@ def test_agents_train_with_async_rollouts(tmp_path, tiny_tokenizer):
 
 
 def test_the_shipped_example_agent_runs(tiny_tokenizer, monkeypatch):
-    """examples/openai_agent.py (the documented agent with its system prompt) runs episodes of two requests."""
+    """docs/examples/openai_agent.py (the documented agent with its system prompt) runs episodes of two requests."""
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "docs" / "examples"))
     groups = _run(_env(entry="openai_agent:solve"), tiny_tokenizer, n=1)
     assert [(s.info["requests"], s.info["turns"], s.info["end"]) for (s,) in groups] == [(2, 2, "done")] * 3

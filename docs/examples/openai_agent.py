@@ -3,7 +3,7 @@
 It knows nothing of rlvr but the base URL it is given; rlvr's endpoint serves the policy under training
 and records every token it serves. The returned ``None`` lets ``reward.verifier`` score the last answer.
 
-    PYTHONPATH=examples rlvr train configs/arithmetic_grpo.yaml env.name=agent \
+    PYTHONPATH=docs/examples rlvr train configs/arithmetic_grpo.yaml env.name=agent \
         'env.params={entry: "openai_agent:solve"}'
 """
 

@@ -4,7 +4,7 @@ Nothing here imports rlvr: verifiers' ``SingleAgentEnv`` plays each task in one 
 verifiers' ``extract_boxed_answer`` (strict: no box, no answer) compared with the exact integer. rlvr
 trains on it through ``env.name=verifiers`` with the module on ``PYTHONPATH``:
 
-    PYTHONPATH=examples rlvr train configs/arithmetic_grpo.yaml task.name=verifiers \
+    PYTHONPATH=docs/examples rlvr train configs/arithmetic_grpo.yaml task.name=verifiers \
         'task.params={taskset: vf_arithmetic, taskset_args: {num_tasks: 2256}}' env.name=verifiers
 
 The tasks are distinct, drawn from a seeded generator (``seed``): two operands in [``low``, ``high``] joined by one of

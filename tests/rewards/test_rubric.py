@@ -56,6 +56,25 @@ def test_weighted_sum_of_verifier_format_length_and_calibration_by_hand():
     assert r.errors == {"verifier": 0, "format": 0, "length": 0, "calibration": 0}
 
 
+def test_format_can_ask_for_one_box_holding_one_number():
+    """number: the box holds a number, not the question or an equation; single_box: one box, not several."""
+    texts = [r"\boxed{72}", r"\boxed{49 + 23}", r"\boxed{49 + 23 = 72}", r"\boxed{1 + 15} = \boxed{16}",
+             r"\boxed{\frac{1}{2}}", "72", r"\boxed{x}", r"\boxed{-2.5} or \boxed{3}"]
+    g = _group([0] * 8, [1] * 8, texts)
+    r = _rubric({"kind": "verifier"}, {"kind": "format", "name": "box"},
+                {"kind": "format", "name": "number", "params": {"number": True}},
+                {"kind": "format", "name": "one_number", "params": {"number": True, "single_box": True}}).score(g)
+    close(r.parts["box"], [1, 1, 1, 1, 1, 0, 1, 1])
+    close(r.parts["number"], [1, 0, 0, 1, 1, 0, 0, 1])  # the last box is read
+    close(r.parts["one_number"], [1, 0, 0, 0, 1, 0, 0, 0])
+
+
+def test_format_number_without_an_answer_to_read_is_refused_at_load(tmp_path):
+    with pytest.raises(ConfigError, match="number: checks the answer of a box or an <answer> block"):
+        load_config(RunConfig, None, [f"train.output_dir={tmp_path}", "reward.functions=[verifier, {kind: format, "
+                                      "params: {boxed: false, think: true, number: true}}]"])
+
+
 def test_overlong_and_laser_by_hand_and_laser_equals_the_shaping_term():
     g = _group([1, 0, 1], [3, 5, 8], ["a", "b", "c"])
     r = _rubric({"kind": "verifier"}, {"kind": "overlong", "params": {"cache_len": 4}},

@@ -44,8 +44,11 @@ class ArithmeticTask(vf.Task[ArithmeticData]):
 class ArithmeticTaskset(vf.Taskset[ArithmeticTask, ArithmeticConfig]):
     def load(self):
         rng, low, high, ops = random.Random(self.config.seed), self.config.low, self.config.high, self.config.operators
-        if self.config.num_tasks > len(ops) * (high - low + 1) ** 2:
-            raise ValueError(f"num_tasks {self.config.num_tasks}: only {len(ops) * (high - low + 1) ** 2} distinct tasks")
+        if not ops or set(ops) - set("+-") or low > high:
+            raise ValueError(f"operators {ops!r} (one or both of + -), low {low}, high {high} (low <= high)")
+        distinct = len(set(ops)) * (high - low + 1) ** 2
+        if self.config.num_tasks > distinct:
+            raise ValueError(f"num_tasks {self.config.num_tasks}: only {distinct} distinct tasks")
         seen = set()
         while len(seen) < self.config.num_tasks:  # distinct tasks, so that no held-out task is also trained on
             a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice(ops)
@@ -53,7 +56,8 @@ class ArithmeticTaskset(vf.Taskset[ArithmeticTask, ArithmeticConfig]):
                 continue
             seen.add((a, op, b))
             value = a + b if op == "+" else a - b
-            yield ArithmeticTask(ArithmeticData(prompt=f"What is {a} {op} {b}? {INSTRUCTION}", answer=str(value)), self.config.task)
+            data = ArithmeticData(prompt=f"What is {a} {op} {b}? {INSTRUCTION}", answer=str(value))
+            yield ArithmeticTask(data, self.config.task)
 
 
 __all__ = ["ArithmeticTaskset"]

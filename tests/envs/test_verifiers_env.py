@@ -199,3 +199,6 @@ def test_the_shipped_example_taskset(monkeypatch):
     with pytest.raises(ValueError, match="only 400 distinct tasks"):
         build_task(TaskConfig(name="verifiers", num_heldout=5, params={
             "taskset": "vf_arithmetic", "taskset_args": {"num_tasks": 401, "high": 20}}))
+    with pytest.raises(ValueError, match=r"operators '\*'"):  # an operator it cannot compute: no wrong golds
+        build_task(TaskConfig(name="verifiers", num_heldout=5, params={
+            "taskset": "vf_arithmetic", "taskset_args": {"num_tasks": 10, "operators": "*"}}))

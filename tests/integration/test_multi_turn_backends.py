@@ -95,7 +95,10 @@ def test_the_generator_process_runs_the_episodes_the_recipe_runs(tmp_path, tiny_
 def test_a_multi_turn_environment_trains_with_async_rollouts(tmp_path, tiny_tokenizer):
     model = make_model(tiny_tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
-    cfg = tiny_run_config(tmp_path, *RETRY, "train.steps=2", "train.async_steps=1", "algorithm.is_correction=tis")
+    # the generator process builds its engine from rollout.engine_params as the config gives them (the shipped
+    # demo-tools config sets cache_mb; the process once received the engine's converted keyword and refused it)
+    cfg = tiny_run_config(tmp_path, *RETRY, "train.steps=2", "train.async_steps=1", "algorithm.is_correction=tis",
+                          "rollout.engine_params={cache_mb: 1}")
     train(cfg, model=model, tokenizer=tiny_tokenizer, problems=(_problems(8), _problems(2, "h")),
           verifier=parity_verifier)
     rows = read_metrics(tmp_path / "metrics.jsonl")

@@ -13,7 +13,7 @@ from pydantic import field_validator, model_validator
 from rlvr.config import ConfigModel, option
 from rlvr.credit.settings import CreditSettings, DistillSettings, ProcessSettings, TurnSettings
 from rlvr.distributed.settings import DistributedConfig
-from rlvr.engines.registry import EngineContext, hf_options
+from rlvr.engines.registry import EngineContext
 from rlvr.envs.settings import EnvConfig
 from rlvr.evaluate.settings import EvalConfig
 from rlvr.learner.settings import LearnerSettings, ScheduleSettings
@@ -452,7 +452,7 @@ class RunConfig(ConfigModel):
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""
         r = self.rollout
         return GeneratorSettings(collect=self.collect_settings(), engine=self.engine_context(),
-                                 engine_params=hf_options(r.engine, r.engine_params), verifier=self.reward.verifier,
+                                 engine_params=dict(r.engine_params) if r.engine == "hf" else {}, verifier=self.reward.verifier,
                                  verifier_params=dict(self.reward.verifier_params), plugins=list(self.plugins),
                                  threads=self.train.threads, matmul=self.model.matmul, env=self.env.name,
                                  env_params=dict(self.env.params), env_max_concurrency=self.env.max_concurrency)

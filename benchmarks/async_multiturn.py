@@ -51,10 +51,12 @@ def arm_overrides(threads: int) -> dict[str, list[str]]:
             "async": ["train.async_steps=1", "algorithm.is_correction=tis", "train.threads=1"]}
 
 
-def command(root: Path, arm: str, seed: int, overrides: list[str], before: bool) -> list[str]:
+def command(root: Path, arm: str, seed: int, overrides: list[str], before: bool,
+            shared: tuple[str, ...] = ()) -> list[str]:
+    """``shared``: overrides every arm takes (e.g. a cheaper evaluation), before the arm's own."""
     return [sys.executable, "-m", "rlvr.cli", "train", CONFIG, "--seeds", str(seed),
             f"train.output_dir={root / arm}", "train.progress=false",
-            f"eval.before_training={str(before).lower()}", *overrides]
+            f"eval.before_training={str(before).lower()}", *shared, *overrides]
 
 
 def train_seconds(run_dir: Path) -> float | None:
@@ -93,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0-2", help="seeds of both arms (default 0-2)")
     ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)),
                     help="torch threads of the synchronous anchor (the async arm runs 2 processes x 1 thread)")
+    ap.add_argument("--override", action="append", default=[],
+                    help="a config override every arm takes, e.g. 'eval.extra_temperatures=[]' (repeatable)")
     ap.add_argument("--report", action="store_true", help="print the table of the runs there, train nothing")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args(argv)
@@ -104,7 +108,8 @@ def main(argv=None) -> int:
                 run = args.root / arm / f"seed-{seed}"
                 if (run / "summary.json").is_file():
                     continue
-                cmd = command(args.root, arm, seed, overrides, before=(i == 0 and arm == "sync"))
+                cmd = command(args.root, arm, seed, overrides, before=(i == 0 and arm == "sync"),
+                              shared=tuple(args.override))
                 print("$ " + " ".join(shlex.quote(c) for c in cmd[2:]), flush=True)
                 if args.dry_run:
                     continue

@@ -26,8 +26,6 @@ from pathlib import Path
 from rlvr.evaluate.compare import compare_seed_summaries, config_differences
 from rlvr.evaluate.seeds import summarize_seeds
 
-_IGNORED = ("train.output_dir", "train.seed", "train.resume", "train.progress")
-
 
 def _defaults() -> dict:
     """Every setting's default, by dotted key (the run config of today's code)."""
@@ -51,8 +49,6 @@ def real_changes(base: dict | None, other: dict | None) -> dict[str, tuple]:
     fa, fb = flat(base), flat(other)
     out = {}
     for k, (va, vb) in config_differences(base, other).items():
-        if k in _IGNORED:
-            continue
         one_sided = (k not in fa) != (k not in fb)
         present = vb if k not in fa else va
         if one_sided and json.dumps(present, default=str) == json.dumps(defaults.get(k, missing), default=str):

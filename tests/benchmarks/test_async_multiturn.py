@@ -37,6 +37,9 @@ def test_a_dry_run_interleaves_the_seeds_and_evaluates_the_initial_policy_once(t
     assert [("/sync" in ln, "--seeds 0 " in ln) for ln in lines] == [(True, True), (False, True),
                                                                      (True, False), (False, False)]
     assert ["eval.before_training=true" in ln for ln in lines] == [True, False, False, False]
+    assert bench.main(["--root", str(tmp_path), "--seeds", "3", "--dry-run", "--override", "eval.num_problems=8"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("$ ")]
+    assert len(lines) == 2 and all("eval.num_problems=8" in ln for ln in lines)  # every arm takes it
 
 
 def _run(d, seed, step_s):

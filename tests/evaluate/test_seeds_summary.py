@@ -275,6 +275,9 @@ def test_config_differences_list_a_mapping_by_its_keys():
                                         "algorithm.policy_loss_params.cov_low": (None, 1),
                                         "algorithm.policy_loss_params.ratio": (None, 0.02)}
     assert config_differences(a, a) == {}
+    # keys that alter nothing trained are not differences: where the run went, its seed, how it was started
+    c = {"train": {"lr": 1e-5, "seed": 3, "output_dir": "x", "resume": True, "overwrite": True, "progress": False}}
+    assert config_differences({"train": {"lr": 1e-5}}, c) == {}
 
 
 def test_the_comparison_says_whether_its_permutation_test_was_exact_or_drawn():

@@ -425,7 +425,7 @@ def format_comparison(c: Comparison) -> str:
 
 # ----------------------------------------------------------------------------------------- seed sweeps
 _SAME_PROBLEMS_IGNORED = ("eval.every", "eval.before_training", "eval.after_training")
-_CONFIG_IGNORED = ("train.seed", "train.output_dir", "train.resume", "train.progress")
+_CONFIG_IGNORED = ("train.seed", "train.output_dir", "train.resume", "train.overwrite", "train.progress")
 
 
 @dataclass
@@ -531,7 +531,8 @@ def _flat(d, prefix: str = "") -> dict:
 
 def config_differences(a: dict | None, b: dict | None) -> dict[str, tuple]:
     """``{dotted key: (value in a, value in b)}`` for the keys two seed summaries' configs set differently
-    (``train.seed``, the output directory, ``train.resume`` and ``train.progress`` ignored)."""
+    (``train.seed``, the output directory, ``train.resume``, ``train.overwrite`` and ``train.progress`` ignored:
+    none of them alters what is trained)."""
     fa, fb = _flat(a or {}), _flat(b or {})
     keys = set(fa) | set(fb)
     # a field unset (None) on one side and a mapping on the other shows as the mapping's own keys only

@@ -87,9 +87,12 @@ def screen(roots: list[Path], seeds: list[int] | None, n_resamples: int = 2000) 
     """The screen's numbers (see the module docstring): ``{"arms": [...]}``, the baseline first."""
     summaries = [summarize_seeds(r, seeds, n_resamples=n_resamples) for r in roots]
     base = summaries[0]
+    # the evaluation keys every finished seed of every arm has (a seed evaluated at an extra temperature that the
+    # others were not gives no median and no comparison for it)
+    keys = [k for k in base["metric_keys"]
+            if all(k in r["after"] for s in summaries for r in s["runs"] if r["status"] == "finished")]
     arms = []
     for root, s in zip(roots, summaries):
-        keys = s["metric_keys"]
         per_seed = []
         for r in s["runs"]:
             if r["status"] != "finished":
@@ -109,7 +112,7 @@ def screen(roots: list[Path], seeds: list[int] | None, n_resamples: int = 2000) 
             arm["vs_baseline"] = {c.metric: {"diff_mean": c.diff_mean, "diff_mean_ci": c.diff_mean_ci,
                                              "p_value": c.p_value, "poi": c.poi, "verdict": c.verdict}
                                   for c in compare_seed_summaries(base, s, name_a=roots[0].name, name_b=root.name,
-                                                                  n_resamples=n_resamples)}
+                                                                  metrics=keys, n_resamples=n_resamples)}
         arms.append(arm)
     return {"seeds": seeds, "arms": arms}
 

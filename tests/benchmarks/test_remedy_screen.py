@@ -89,3 +89,17 @@ def test_an_option_added_after_an_earlier_run_and_left_at_its_default_is_no_chan
     old = {"algorithm": {"advantage": "grpo"}, "train": {"lr": 1e-5}}
     new = {"algorithm": {"advantage": "grpo", "clip_schedule": []}, "train": {"lr": 1e-5, "update_fraction": 0.01}}
     assert rs.real_changes(old, new) == {"train.update_fraction": (None, 0.01)}  # only the one not at its default
+
+
+def test_a_key_only_some_seeds_were_evaluated_at_is_left_out(tmp_path, scr):
+    """One seed evaluated at T = 1 as well, the others greedy only: the screen reports the shared key (it raised)."""
+    base, arm = tmp_path / "sync", tmp_path / "async"
+    for root in (base, arm):
+        for seed in (0, 1):
+            _write_run(root / f"seed-{seed}", seed, [0.5], 0.5, 0.4)
+    for d in (base / "seed-1", arm / "seed-1"):
+        after = json.loads((d / "eval_after.json").read_text())
+        (d / "eval_after.json").write_text(json.dumps({"greedy": after["greedy"]}))
+    res = scr.screen([base, arm], [0, 1], n_resamples=100)
+    assert all(list(a["median"]) == ["greedy"] for a in res["arms"])
+    assert list(res["arms"][1]["vs_baseline"]) == ["greedy"]

@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from remedy_screen import format_screen, parse_seeds, run_stats, screen  # noqa: E402
+from remedy_screen import format_screen, parse_seeds, screen  # noqa: E402
 
 CONFIG = "configs/calculator_tools.yaml"
 WALL = "bench_wall.json"  # per run directory: the whole run's wall time, written by this script
@@ -59,12 +59,6 @@ def command(root: Path, arm: str, seed: int, overrides: list[str], before: bool,
             f"eval.before_training={str(before).lower()}", *shared, *overrides]
 
 
-def train_seconds(run_dir: Path) -> float | None:
-    """The sum of the steps' wall times in ``metrics.jsonl`` (sampling, learner and waits; no load, no eval)."""
-    stats = run_stats(run_dir)
-    return None if stats["step_s"] is None else stats["step_s"] * stats["steps"]
-
-
 def report(root: Path, arms: list[str], seeds: list[int]) -> list[str]:
     result = screen([root / a for a in arms], seeds)
     lines = ["| arm | seed | training s (sum of steps) | whole run s | s/step | greedy after |",
@@ -75,7 +69,7 @@ def report(root: Path, arms: list[str], seeds: list[int]) -> list[str]:
             if p["status"] != "finished":
                 continue
             run = root / a["name"] / f"seed-{p['seed']}"
-            t = train_seconds(run)
+            t = p["step_s"] * p["steps"]  # the sum of the steps' wall times: sampling, learner, waits; no eval
             train[a["name"]][p["seed"]] = t
             wall = json.loads((run / WALL).read_text())["wall_s"] if (run / WALL).is_file() else None
             lines.append(f"| {a['name']} | {p['seed']} | {t:.0f} | " + ("–" if wall is None else f"{wall:.0f}")

@@ -452,7 +452,8 @@ class RunConfig(ConfigModel):
         """What the asynchronous generator process reads (``train.async_steps`` / ``train.rollout_worker``)."""
         r = self.rollout
         return GeneratorSettings(collect=self.collect_settings(), engine=self.engine_context(),
-                                 engine_params=dict(r.engine_params) if r.engine == "hf" else {}, verifier=self.reward.verifier,
+                                 engine_params=dict(r.engine_params) if r.engine == "hf" else {},
+                                 verifier=self.reward.verifier,
                                  verifier_params=dict(self.reward.verifier_params), plugins=list(self.plugins),
                                  threads=self.train.threads, matmul=self.model.matmul, env=self.env.name,
                                  env_params=dict(self.env.params), env_max_concurrency=self.env.max_concurrency)

@@ -42,6 +42,8 @@ ARMS: dict[str, list[str]] = {
     "kimi_length": ["reward.functions=[verifier, {kind: kimi_length, weight: 0.2}]"],
     "diversity": ["reward.functions=[verifier, {kind: diversity, weight: 0.2}]"],
     "arithmetic_steps": ["reward.functions=[verifier, {kind: arithmetic_steps, weight: 0.2}]"],
+    # accuracy + format (one box holding one number: the shape the strict checker reads)
+    "format": ["reward.functions=[verifier, {kind: format, weight: 0.2, params: {number: true, single_box: true}}]"],
     # credit
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],

@@ -44,6 +44,9 @@ ARMS: dict[str, list[str]] = {
     "arithmetic_steps": ["reward.functions=[verifier, {kind: arithmetic_steps, weight: 0.2}]"],
     # accuracy + format (one box holding one number: the shape the strict checker reads)
     "format": ["reward.functions=[verifier, {kind: format, weight: 0.2, params: {number: true, single_box: true}}]"],
+    # the policy's own log-likelihood of the reference answer as the reward (RLPR / VeriFree style)
+    "ref_loglik": ["reward.source=reference_likelihood", "reward.source_params={aggregate: mean_logprob, clip: false}"],
+    "length_schedule": ["rollout.length_schedule=[[1, 32], [6, 48]]"],  # a staged completion budget
     # credit
     "maxk": ["algorithm.advantage=maxk", "algorithm.advantage_params={k: 4}"],
     "passk": ["algorithm.advantage=passk", "algorithm.advantage_params={k: 4}"],

@@ -42,6 +42,7 @@ def test_selection_keeps_accepted_deduped_and_capped(tmp_path):
     assert all(r["correct"] for r in rows) and rows[0]["prompt"] == "A?"
     assert st["accepted"] == 4 and st["kept"] == 2 and st["kept_fraction"] == pytest.approx(2 / 6)
     assert st["duplicates"] == 1 and st["dropped_truncated_or_empty"] == 1
+    assert st["sampled_tokens"] == 12  # 6 samples of 2 completion tokens: the round's sampling compute
     capped, _ = select_samples(problems, samples, verdicts, rewards, _cfg(tmp_path, "rft.max_per_problem=1"))
     assert [r["completion"] for r in capped] == ["x", "q"]
     by_reward, _ = select_samples(problems, samples, verdicts, rewards, _cfg(tmp_path, "rft.min_reward=0.9"))

@@ -88,7 +88,8 @@ def select_samples(problems: dict[str, Problem], samples, verdicts, rewards: tor
             row.update(prompt=p.prompt, completion=s.text)
         rows.append(row)
     n = max(len(samples), 1)
-    stats = {"sampled": len(samples), "accepted": accepted_n, "kept": len(rows),
+    stats = {"sampled": len(samples), "sampled_tokens": sum(len(s.completion_ids) for s in samples),
+             "accepted": accepted_n, "kept": len(rows),
              "accepted_fraction": accepted_n / n, "kept_fraction": len(rows) / n,
              "problems": len({s.problem_id for s in samples}), "problems_kept": len(per_problem),
              "duplicates": duplicates, "dropped_truncated_or_empty": truncated}

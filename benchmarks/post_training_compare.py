@@ -11,6 +11,8 @@ Every arm starts from the bundled model and ends with the demo's held-out evalua
   them; the student samples nothing;
 - ``rft``: rejection-sampling fine-tuning from the student's own samples (``configs/rft_arithmetic.yaml``): 2
   rounds of B / 8 problems x 4 samples, so B student completions in all;
+- ``sft``: SFT on the task's gold worked solutions (``configs/sft_arithmetic.yaml``) for ``--steps`` steps of 16
+  examples: the student samples nothing (the SFT cold start of ``sft_rl`` alone, at the whole step budget);
 - ``sft_rl``: an SFT cold start on the task's worked solutions for steps / 2 steps, then the demo's GRPO for
   steps / 2 steps (``rlvr pipeline``): the same number of optimizer steps as ``rl`` (an equal step budget), half
   of its sampled completions.
@@ -44,7 +46,7 @@ from remedy_screen import parse_seeds  # noqa: E402
 
 from rlvr.evaluate.compare import compare_seed_summaries  # noqa: E402
 
-ARMS = ("rl", "distill", "sft_teacher", "rft", "sft_rl")
+ARMS = ("rl", "distill", "sft_teacher", "rft", "sft", "sft_rl")
 GROUP = 8  # the demo's samples per prompt
 EVAL = ["eval.before_training=false", "eval.extra_temperatures=[]"]
 
@@ -82,6 +84,9 @@ def command(arm: str, seed: int, root: Path, args) -> list[str]:
     if arm == "rft":
         return [*rlvr, "rft", "configs/rft_arithmetic.yaml", "rft.rounds=2", "rft.k=4",
                 f"rft.problems_per_round={budget // 8}", *rft_common]
+    if arm == "sft":
+        return [*rlvr, "sft", "configs/sft_arithmetic.yaml", f"train.steps={args.steps}", "train.warmup_steps=1",
+                "train.save_every=0", *rft_common]
     if arm == "sft_rl":
         return [*rlvr, "pipeline", str(root / "sft_rl.yaml"), f"seed={seed}", f"output_dir={out}"]
     raise ValueError(f"unknown arm {arm!r}; the arms: {', '.join(ARMS)}")
@@ -130,7 +135,7 @@ def compute(arm: str, seed: int, root: Path) -> dict:
     elif arm == "rft":
         stats = [json.loads(p.read_text()) for p in sorted(out.glob("round-*/stats.json"))]
         n, tokens = sum(s["sampled"] for s in stats), sum(s.get("sampled_tokens", 0) for s in stats)
-    else:  # the teacher samples, the student does not
+    else:  # sft_teacher, sft: the teacher or the data, not the student, gave the completions
         n, tokens = 0, 0.0
     return {"completions": n, "tokens": round(tokens), "wall_s": wall}
 

@@ -13,6 +13,7 @@ from rlvr.config import load_config
 from rlvr.recipes.config import RunConfig
 from rlvr.recipes.pipeline import load_pipeline, plan_stages
 from rlvr.recipes.rft_config import load_rft_config
+from rlvr.recipes.sft_config import load_sft_config
 
 
 def _args(pc, **kw):
@@ -38,6 +39,9 @@ def test_each_arm_spends_the_budget_of_the_rl_arm(tmp_path):
         r = load_rft_config(pc.ROOT / "configs/rft_arithmetic.yaml", _overrides(cmd, "rft"))
         assert r.rft.rounds == rounds and r.rft.rounds * r.rft.problems_per_round * r.rft.k == budget
         assert r.rft.sampler == ("runs/t/final" if arm == "sft_teacher" else None) and r.train.seed == 2
+    cmd = pc.command("sft", 3, tmp_path, args)
+    sft = load_sft_config(pc.ROOT / "configs/sft_arithmetic.yaml", _overrides(cmd, "sft"))
+    assert sft.train.steps == 10 and sft.train.seed == 3 and sft.data.source == "task"
     (tmp_path / "sft_rl.yaml").write_text(yaml.safe_dump(pc._pipeline_yaml(10, 4, 1)))
     cmd = pc.command("sft_rl", 0, tmp_path, args)
     stages = plan_stages(load_pipeline(cmd[cmd.index("pipeline") + 1], cmd[cmd.index("pipeline") + 2:]))

@@ -18,7 +18,8 @@ Every arm starts from the bundled model and ends with the demo's held-out evalua
   of its sampled completions.
 
 Each arm's seed runs in ``<root>/<arm>/seed-<s>/`` and is skipped when its held-out result exists, so the script
-can be stopped and continued.  The table gives, per arm, the median held-out accuracy over seeds, the difference
+can be stopped and continued; a seed stopped before its result starts over (``--overwrite``: these short runs
+save no checkpoint before their end).  The table gives, per arm, the median held-out accuracy over seeds, the difference
 from ``rl`` with ``rlvr compare``'s two-level bootstrap interval (seeds and problems) and exact permutation
 test, the student's sampled completions and tokens, and each run's wall time (comparable only between runs made
 under the same load).
@@ -107,6 +108,8 @@ def run(arm: str, seed: int, root: Path, args) -> None:
 
         (root / "sft_rl.yaml").write_text(yaml.safe_dump(_pipeline_yaml(args.steps, args.prompts, args.threads)))
     cmd = command(arm, seed, root, args)
+    if (root / arm / f"seed-{seed}").exists():  # a killed seed: its runs keep no checkpoint before the end
+        cmd.insert(cmd.index("rlvr.cli") + 2, "--overwrite")
     print("$ " + shlex.join(cmd), flush=True)
     started = time.time()
     subprocess.run(cmd, cwd=ROOT, check=True)

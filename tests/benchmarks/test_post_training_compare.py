@@ -89,3 +89,23 @@ def test_unknown_arms_and_a_budget_too_small_to_split_are_refused():
         pc.main(["--arms", "rl,nope", "--dry-run"])
     with pytest.raises(SystemExit):
         pc.main(["--steps", "1", "--dry-run"])
+
+
+def test_a_seed_killed_before_its_result_starts_over_and_a_finished_one_is_skipped(tmp_path, monkeypatch):
+    pc = load_benchmark("post_training_compare")
+    calls = []
+
+    def fake_run(cmd, **kw):  # the real command creates its output directory
+        calls.append(cmd)
+        out = next(a.split("=", 1)[1] for a in cmd if a.startswith("train.output_dir="))
+        pc.Path(out).mkdir(parents=True, exist_ok=True)
+
+    monkeypatch.setattr(pc.subprocess, "run", fake_run)
+    args = _args(pc)
+    pc.run("rft", 0, tmp_path, args)  # a fresh seed: no --overwrite
+    (tmp_path / "rft" / "seed-1").mkdir(parents=True)  # a seed killed before its eval_after.json
+    pc.run("rft", 1, tmp_path, args)
+    _write_run(tmp_path, "rl", 0, [1.0])
+    pc.run("rl", 0, tmp_path, args)  # finished: not run again
+    assert "--overwrite" not in calls[0] and calls[1][calls[1].index("rft") + 1] == "--overwrite"
+    assert len(calls) == 2

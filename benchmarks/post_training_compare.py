@@ -19,13 +19,13 @@ Every arm starts from the bundled model and ends with the demo's held-out evalua
 
 Each arm's seed runs in ``<root>/<arm>/seed-<s>/`` and is skipped when its held-out result exists, so the script
 can be stopped and continued; a seed stopped before its result starts over (``--overwrite``: these short runs
-save no checkpoint before their end).  The table gives, per arm, the median held-out accuracy over seeds, the difference
-from ``rl`` with ``rlvr compare``'s two-level bootstrap interval (seeds and problems) and exact permutation
+save no checkpoint before their end).  The table gives, per arm, the median held-out accuracy over seeds, the
+difference from ``rl`` with ``rlvr compare``'s two-level bootstrap interval (seeds and problems) and exact permutation
 test, the student's sampled completions and tokens, and each run's wall time (comparable only between runs made
 under the same load).
 
     python benchmarks/post_training_compare.py --root runs/post_training --seeds 0-2 \\
-        --teacher runs/sft_arithmetic/final --arms rl,distill,sft_teacher,rft,sft_rl
+        --teacher runs/sft_arithmetic/final --arms rl,distill,sft_teacher,rft,sft,sft_rl
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "src"))
 
-from remedy_screen import parse_seeds  # noqa: E402
+from remedy_screen import _rows, parse_seeds  # noqa: E402
 
 from rlvr.evaluate.compare import compare_seed_summaries  # noqa: E402
+from rlvr.utils.files import atomic_write_json, read_json_or_none  # noqa: E402
 
 ARMS = ("rl", "distill", "sft_teacher", "rft", "sft", "sft_rl")
 GROUP = 8  # the demo's samples per prompt
@@ -67,9 +68,13 @@ def _pipeline_yaml(steps: int, prompts: int, threads: int) -> dict:
          "overrides": _rl_overrides(steps - sft_steps, prompts, threads)}]}
 
 
+def seed_dir(arm: str, seed: int, root: Path) -> Path:
+    return root / arm / f"seed-{seed}"
+
+
 def command(arm: str, seed: int, root: Path, args) -> list[str]:
     """The command line of one arm's seed (run from the project root)."""
-    out = root / arm / f"seed-{seed}"
+    out = seed_dir(arm, seed, root)
     budget = args.steps * args.prompts * GROUP
     rlvr = [sys.executable, "-m", "rlvr.cli"]
     if arm == "rl":
@@ -94,7 +99,7 @@ def command(arm: str, seed: int, root: Path, args) -> list[str]:
 
 
 def result_file(arm: str, seed: int, root: Path) -> Path:
-    out = root / arm / f"seed-{seed}"
+    out = seed_dir(arm, seed, root)
     return (out / "02-rl" if arm == "sft_rl" else out) / "eval_after.json"
 
 
@@ -108,18 +113,17 @@ def run(arm: str, seed: int, root: Path, args) -> None:
 
         (root / "sft_rl.yaml").write_text(yaml.safe_dump(_pipeline_yaml(args.steps, args.prompts, args.threads)))
     cmd = command(arm, seed, root, args)
-    if (root / arm / f"seed-{seed}").exists():  # a killed seed: its runs keep no checkpoint before the end
+    if seed_dir(arm, seed, root).exists():  # a killed seed: its runs keep no checkpoint before the end
         cmd.insert(cmd.index("rlvr.cli") + 2, "--overwrite")
     print("$ " + shlex.join(cmd), flush=True)
     started = time.time()
     subprocess.run(cmd, cwd=ROOT, check=True)
-    (root / arm / f"seed-{seed}" / "wall.json").write_text(json.dumps({"wall_s": round(time.time() - started, 1)}))
+    atomic_write_json(seed_dir(arm, seed, root) / "wall.json", {"wall_s": round(time.time() - started, 1)})
 
 
 def _rl_compute(run_dir: Path) -> tuple[int, float]:
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     done, n, tokens = 0, 0, 0.0
-    for r in rows:
+    for r in _rows(run_dir / "metrics.jsonl"):
         k = int(r["rollouts"]) - done
         done = int(r["rollouts"])
         n += k
@@ -129,15 +133,15 @@ def _rl_compute(run_dir: Path) -> tuple[int, float]:
 
 def compute(arm: str, seed: int, root: Path) -> dict:
     """The student's sampled completions and tokens, and the run's wall time (None when not recorded)."""
-    out = root / arm / f"seed-{seed}"
-    wall = json.loads((out / "wall.json").read_text())["wall_s"] if (out / "wall.json").is_file() else None
+    out = seed_dir(arm, seed, root)
+    wall = (read_json_or_none(out / "wall.json") or {}).get("wall_s")
     if arm in ("rl", "distill"):
         n, tokens = _rl_compute(out)
     elif arm == "sft_rl":
         n, tokens = _rl_compute(out / "02-rl")
     elif arm == "rft":
-        stats = [json.loads(p.read_text()) for p in sorted(out.glob("round-*/stats.json"))]
-        n, tokens = sum(s["sampled"] for s in stats), sum(s.get("sampled_tokens", 0) for s in stats)
+        stats = [read_json_or_none(p) or {} for p in sorted(out.glob("round-*/stats.json"))]
+        n, tokens = sum(s.get("sampled", 0) for s in stats), sum(s.get("sampled_tokens", 0) for s in stats)
     else:  # sft_teacher, sft: the teacher or the data, not the student, gave the completions
         n, tokens = 0, 0.0
     return {"completions": n, "tokens": round(tokens), "wall_s": wall}

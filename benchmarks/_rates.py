@@ -12,13 +12,17 @@ import torch
 GEMM_BUDGET_S = 20.0
 """Seconds one GEMM probe may take (the warm-up product and every timed one)."""
 
+ESTIMATE_MIN_S = 1e-3
+"""The rate estimate's product is doubled in size until it takes at least this long (or reaches the asked size)."""
+
 
 def gemm_rate(dtype: torch.dtype, n: int = 2048, reps: int = 5, tries: int = 3, device: str = "cpu",
               budget_s: float = GEMM_BUDGET_S, clock: Callable[[], float] = time.perf_counter) -> tuple[float, int]:
     """``(best FLOP/s, size measured)`` of an n x n x n matmul in ``dtype`` on ``device``: the best of ``tries``
     timings of ``reps`` products each, after one untimed product (CUDA is synchronised around each timing).
 
-    Bounded by ``budget_s``: one timed product at 256^3 (or ``n``, if smaller) first estimates the rate; where the
+    Bounded by ``budget_s``: one timed product at 256^3 (or ``n``, if smaller; doubled while it takes under
+    :data:`ESTIMATE_MIN_S`, as on a GPU where 256^3 is launch-bound) first estimates the rate; where the
     untimed product and ``tries x reps`` timed ones at ``n`` would not fit in the budget, ``n`` is halved until
     they do (not below that first size), saying so on stderr; and the tries stop once the budget is spent (after
     the first).  A CPU without native bf16 emulates it at ~1 GFLOP/s: one 2048^3 bf16 product there takes ~20 s,
@@ -38,9 +42,14 @@ def gemm_rate(dtype: torch.dtype, n: int = 2048, reps: int = 5, tries: int = 3, 
 
     start = clock()
     m = min(n, 256)
-    a = torch.randn(m, m, dtype=dtype, device=device)
-    a @ a
-    estimate = 2 * m**3 / timed(a, a, 1)
+    while True:  # a product too short to time (a GPU's 256^3 is launch-bound: ~0.2 TFLOP/s on an H200) is doubled
+        a = torch.randn(m, m, dtype=dtype, device=device)
+        a @ a
+        took = timed(a, a, 1)
+        if took >= ESTIMATE_MIN_S or m >= n:
+            break
+        m = min(2 * m, n)
+    estimate = 2 * m**3 / took
     size = n
     while size > m and 2 * size**3 / estimate * (1 + reps * tries) > budget_s:
         size //= 2

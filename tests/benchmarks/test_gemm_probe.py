@@ -32,3 +32,13 @@ def test_a_fast_machine_is_measured_at_the_asked_size(rates, capsys):
     assert size == 512 and rate > 0
     assert capsys.readouterr().err == ""
     assert rates.gemm_flops(torch.float32, n=64, reps=1, tries=1) > 0
+
+
+def test_an_estimate_too_short_to_time_is_doubled_up_to_the_asked_size(rates, capsys):
+    """On a GPU a 256^3 product is launch-bound (it read ~0.2 TFLOP/s on an H200 and halved the probe to 4096^3):
+    the estimate's product is doubled while it takes under ESTIMATE_MIN_S, here up to the asked 1024^3."""
+    readings = itertools.count()
+    rate, size = rates.gemm_rate(torch.float32, n=1024, reps=1, tries=1, budget_s=100.0,
+                                 clock=lambda: next(readings) * 1e-6)
+    assert size == 1024 and rate > 0 and capsys.readouterr().err == ""
+    assert next(readings) == 10  # start, three estimates (256, 512, 1024) of two readings, one try (2), its check

@@ -303,7 +303,8 @@ def _train_orm(cfg: RMConfig, path: str, tokenizer, train: list[_Problem], held:
         examples = [(ids(d, t), float(c)) for d in train for t, c in zip(d.texts, d.correct)]
 
         def loss_fn(m, ex):
-            return F.binary_cross_entropy_with_logits(_orm_logit(m, ex[0]), torch.tensor(ex[1]))
+            logit = _orm_logit(m, ex[0])
+            return F.binary_cross_entropy_with_logits(logit, torch.tensor(ex[1], device=logit.device))
     else:
         examples = []
         for d in train:

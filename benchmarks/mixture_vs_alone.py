@@ -124,6 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=int, default=0, help="held-out evaluation every N steps (0: --steps)")
     ap.add_argument("--threads", type=int, default=1, help="train.threads")
     ap.add_argument("--override", action="append", default=[], help="an override every run gets (repeatable)")
+    ap.add_argument("--arms", help="comma-separated arms to run (default: all; e.g. alone-code), so that two "
+                                   "processes can run different arms side by side; the table shows them all")
     ap.add_argument("--table-only", action="store_true", help="print the table from the runs already made")
     ap.add_argument("--dry-run", action="store_true", help="write the configs, print the commands, run nothing")
     args = ap.parse_args(argv)
@@ -133,6 +135,8 @@ def main(argv=None) -> int:
                                                           if p))
         for arm, _, cmd in commands(args.root, args.seeds, args.steps, args.eval_every or args.steps, args.threads,
                                     tuple(args.override)):
+            if args.arms and arm not in args.arms.split(","):
+                continue
             print("$ rlvr " + " ".join(cmd[3:]), flush=True)
             if not args.dry_run and subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
                 print(f"mixture_vs_alone: {arm} failed", file=sys.stderr)

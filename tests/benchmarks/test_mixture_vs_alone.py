@@ -48,3 +48,10 @@ def test_the_table_reads_the_last_evaluation_of_each_task(tmp_path):
     # a run without summary.json (unfinished) is not read
     (tmp_path / "mixture" / "seed-0" / "summary.json").unlink()
     assert "| mixture | 0 | – | – | – |" in mv.table(tmp_path, [0])
+
+
+def test_arms_selects_which_arms_run(tmp_path, capsys):
+    mv = load_benchmark("mixture_vs_alone")
+    assert mv.main(["--root", str(tmp_path), "--arms", "alone-code", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "alone-code.yaml" in out[0] and "--seeds 0" in out[0]

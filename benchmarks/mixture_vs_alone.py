@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from remedy_screen import parse_seeds  # noqa: E402
+from technique_screen import run_rlvr  # noqa: E402
 
 CONFIG = ROOT / "configs" / "mixture.yaml"
 
@@ -131,14 +130,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     if not args.table_only:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
-                                                          if p))
         for arm, _, cmd in commands(args.root, args.seeds, args.steps, args.eval_every or args.steps, args.threads,
                                     tuple(args.override)):
             if args.arms and arm not in args.arms.split(","):
                 continue
             print("$ rlvr " + " ".join(cmd[3:]), flush=True)
-            if not args.dry_run and subprocess.run(cmd, cwd=ROOT, env=env).returncode != 0:
+            if not args.dry_run and run_rlvr(cmd) != 0:
                 print(f"mixture_vs_alone: {arm} failed", file=sys.stderr)
                 return 1
         if args.dry_run:

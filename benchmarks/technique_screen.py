@@ -102,7 +102,7 @@ def commands(root: Path, arms: list[str], seeds: str, steps: int, eval_every: in
                     f"train.output_dir={root / arm}", f"train.steps={steps}", f"eval.every={eval_every}",
                     f"train.threads={threads}", "train.save_every=0", "train.keep_checkpoints=1",
                     "eval.before_training=false", *shorter, "eval.extra_temperatures=[]",
-                    *ARMS[arm]])
+                    *(o.replace(RM_PLACEHOLDER, str(root / "rm")) for o in ARMS[arm])])
     return out
 
 
@@ -121,7 +121,6 @@ def seed_commands(root: Path, arms: list[str], seeds: list[int], steps: int, eva
     for arm, cmd in zip(arms, commands(root, arms, "0", steps, eval_every, threads, shorter)):
         i = cmd.index("--seeds")
         rest = [o for o in cmd[i + 2:] if not o.startswith("train.output_dir=")]
-        rest = [o.replace(RM_PLACEHOLDER, str(root / "rm")) for o in rest]
         for s in seeds:
             out.append((arm, s, [*cmd[:i], f"train.seed={s}", f"train.output_dir={root / arm / f'seed-{s}'}",
                                  *rest]))
@@ -135,7 +134,9 @@ def rm_command(root: Path, problems: int, device: str, threads: int) -> list[str
             f"num_problems={problems}", f"device={device}", f"threads={threads}", f"output_dir={root / 'rm'}"]
 
 
-def _run(cmd: list[str], log: Path | None = None) -> int:
+def run_rlvr(cmd: list[str], log: Path | None = None) -> int:
+    """Run ``cmd`` in the project root with its ``src`` first on the caller's ``PYTHONPATH`` (output to ``log``,
+    appended, when given); its exit code."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH"))
                                                      if p))
     if log is None:
@@ -154,7 +155,7 @@ def run_parallel(root: Path, jobs: list[tuple[str, int, list[str]]], parallel: i
         return Path(out), (Path(out) / "summary.json").is_file()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=parallel + (1 if rm else 0)) as pool:
-        rm_done = pool.submit(_run, rm, root / "rm.log") if rm else None
+        rm_done = pool.submit(run_rlvr, rm, root / "rm.log") if rm else None
 
         def one(arm, seed, cmd):
             out, done = finished(cmd)
@@ -162,7 +163,7 @@ def run_parallel(root: Path, jobs: list[tuple[str, int, list[str]]], parallel: i
                 return 0
             if needs_rm(arm) and rm_done is not None and rm_done.result() != 0:
                 return 1
-            code = _run(cmd, out.with_suffix(".log"))
+            code = run_rlvr(cmd, out.with_suffix(".log"))
             print(f"{arm} seed {seed}: exit {code}", flush=True)
             return code
 
@@ -221,14 +222,14 @@ def main(argv=None) -> int:
             print(f"technique_screen: {failed} run(s) failed (their logs: <run dir>.log)", file=sys.stderr)
     elif rm:
         print("$ " + " ".join(shlex.quote(c) for c in rm[2:]), flush=True)
-        if not args.dry_run and _run(rm) != 0:
+        if not args.dry_run and run_rlvr(rm) != 0:
             print("technique_screen: rlvr rm train failed", file=sys.stderr)
             return 1
     for cmd in [] if args.parallel else commands(args.root, arms, args.seeds, args.steps, args.eval_every,
                                                  args.threads, shorter):
         print("$ " + " ".join(shlex.quote(c) for c in cmd[2:]), flush=True)
         if not args.dry_run:
-            code = _run([o.replace(RM_PLACEHOLDER, str(rm_dir)) for o in cmd])
+            code = run_rlvr(cmd)
             if code != 0:
                 print(f"technique_screen: {cmd[5]} failed (exit {code})", file=sys.stderr)
                 return code

@@ -46,7 +46,7 @@ def test_parallel_runs_skip_finished_seeds_and_wait_for_the_reward_model(tmp_pat
         order.append("rm" if cmd[3] == "rm" else out.split("=", 1)[1][len(str(tmp_path)) + 1:])
         return 0 if cmd[3] != "rm" or rm_code == 0 else 1
 
-    monkeypatch.setattr(ts, "_run", fake_run)
+    monkeypatch.setattr(ts, "run_rlvr", fake_run)
     rm = ts.rm_command(tmp_path, 64, "cuda", 1)
     assert rm[3:6] == ["rm", "train", "kind=orm"] and "device=cuda" in rm and f"output_dir={tmp_path / 'rm'}" in rm
     rm_code = 0
@@ -79,7 +79,7 @@ def test_runs_keep_the_callers_python_path(tmp_path, monkeypatch):
     ts = load_benchmark("technique_screen")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     out = tmp_path / "path.txt"
-    code = ts._run([sys.executable, "-c", f"import os; open({str(out)!r}, 'w').write(os.environ['PYTHONPATH'])"],
+    code = ts.run_rlvr([sys.executable, "-c", f"import os; open({str(out)!r}, 'w').write(os.environ['PYTHONPATH'])"],
                    tmp_path / "log.txt")
     assert code == 0
     assert out.read_text().split(":") == [str(ts.ROOT / "src"), str(tmp_path / "site")]

@@ -20,7 +20,7 @@ untrained level (the ``alone`` arms of the other tasks show it, as those runs ne
 from __future__ import annotations
 
 import argparse
-import json
+import copy
 import statistics
 import sys
 from pathlib import Path
@@ -30,24 +30,29 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from remedy_screen import parse_seeds  # noqa: E402
+from remedy_screen import _rows, parse_seeds  # noqa: E402
 from technique_screen import run_rlvr  # noqa: E402
 
 CONFIG = ROOT / "configs" / "mixture.yaml"
 
 
+def _label(entry: dict) -> str:
+    """A mixture entry's label (``label``, else its task's name), as rlvr keys its metrics."""
+    return entry.get("label") or entry["task"]
+
+
 def labels(cfg: dict) -> list[str]:
     """The mixture's task labels, in config order."""
-    return [t.get("label") or t["task"] for t in cfg["mixture"]["tasks"]]
+    return [_label(t) for t in cfg["mixture"]["tasks"]]
 
 
 def arm_configs(base: dict) -> dict[str, dict]:
     """``{"mixture": base, "alone-<label>": base with only that task's weight > 0, ...}`` (copies)."""
-    out = {"mixture": json.loads(json.dumps(base))}
+    out = {"mixture": copy.deepcopy(base)}
     for keep in labels(base):
-        cfg = json.loads(json.dumps(base))
+        cfg = copy.deepcopy(base)
         for t in cfg["mixture"]["tasks"]:
-            t["weight"] = 1.0 if (t.get("label") or t["task"]) == keep else 0.0
+            t["weight"] = 1.0 if _label(t) == keep else 0.0
         out[f"alone-{keep}"] = cfg
     return out
 
@@ -70,8 +75,7 @@ def commands(root: Path, seeds: str, steps: int, eval_every: int, threads: int,
 
 def last_heldout(run: Path) -> dict[str, float]:
     """``{label: held-out accuracy}`` at the run's last evaluation (``heldout_accuracy/<label>``)."""
-    rows = [json.loads(x) for x in (run / "heldout.jsonl").read_text().splitlines() if x.strip()] \
-        if (run / "heldout.jsonl").is_file() else []
+    rows = _rows(run / "heldout.jsonl")
     if not rows or not (run / "summary.json").is_file():
         return {}
     prefix = "heldout_accuracy/"
@@ -87,10 +91,12 @@ def _with_ci(acc: float, n: int) -> str:
 
 
 def table(root: Path, seeds: list[int]) -> list[str]:
-    """The markdown table (see the module docstring)."""
+    """The markdown table (see the module docstring), for the tasks of the mixture config the runs were made with
+    (``<root>/mixture.yaml``, else the shipped one)."""
     from rlvr.evaluate.stats import permutation_test
 
-    cfg = yaml.safe_load(CONFIG.read_text())
+    written = root / "mixture.yaml"
+    cfg = yaml.safe_load((written if written.is_file() else CONFIG).read_text())
     names = labels(cfg)
     heldout = {n: t.get("num_heldout") or cfg.get("task", {}).get("num_heldout", 0)
                for n, t in zip(names, cfg["mixture"]["tasks"])}

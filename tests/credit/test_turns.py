@@ -17,6 +17,8 @@ from rlvr.config import ConfigError, load_config
 from rlvr.credit.turns import (anchor_keys, discounted_turn_returns, gigpo_turn_advantages, loo_turn_advantages,
                                loo_turn_baseline, spread_over_turns, turn_of_token, turn_rewards)
 from rlvr.recipes.config import RunConfig
+from rlvr.recipes.rl import advantage_row
+from rlvr.trackers import read_metrics
 from rlvr.types import Problem, Sample, Verdict
 
 
@@ -191,6 +193,14 @@ def test_turn_credit_through_the_recipe_equals_the_hand_computed_per_turn_advant
                 want = float(A[i, min(k, len(ends) - 1)]) if m else 0.0
                 assert float(adv[i, P + t]) == pytest.approx(want, abs=1e-6)
     assert multi > 0  # some episodes took more than one turn: the per-turn path was exercised
+    # the logged advantage statistics are over the trained (completion, policy) tokens, not the padded batch
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert len(rows) == len(r.seen)
+    for row, (_, scored) in zip(rows, r.seen):
+        vals = scored.advantages[scored.batch.completion_mask.bool()].double()
+        assert row["adv_abs_mean"] == pytest.approx(float(vals.abs().mean()), rel=1e-6)
+        assert row["adv_mean"] == pytest.approx(float(vals.mean()), rel=1e-6, abs=1e-9)
+        assert row["adv_abs_mean"] > float(scored.advantages.abs().mean())  # what the padded mean logged before
 
 
 @pytest.mark.parametrize("extra,match", [
@@ -204,3 +214,16 @@ def test_turn_credit_through_the_recipe_equals_the_hand_computed_per_turn_advant
 def test_turn_credit_refusals_at_load(tmp_path, extra, match):
     with pytest.raises(ConfigError, match=match):
         load_config(RunConfig, None, [f"train.output_dir={tmp_path}", *extra])
+
+
+def test_advantage_row_by_hand():
+    """Per-token advantages: statistics over the completion tokens only; per-sequence advantages as they are."""
+    adv = torch.tensor([[0.0, 0.5, -1.0, 0.0], [0.0, 2.0, 0.0, 0.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    row = advantage_row(adv, mask)  # values 0.5, -1, 2
+    assert row["adv_mean"] == pytest.approx(0.5)
+    assert row["adv_abs_mean"] == pytest.approx(3.5 / 3)
+    assert row["adv_std"] == pytest.approx(1.5)  # deviations 0, -1.5, 1.5: unbiased variance 4.5 / 2
+    seq = advantage_row(torch.tensor([1.0, -1.0]), mask)
+    assert seq == pytest.approx({"adv_mean": 0.0, "adv_std": 2 ** 0.5, "adv_abs_mean": 1.0})
+    assert advantage_row(adv, torch.zeros_like(mask)) == {"adv_mean": 0.0, "adv_std": 0.0, "adv_abs_mean": 0.0}

@@ -147,6 +147,19 @@ class Scored:
     reward_row: dict[str, float] = field(default_factory=dict)  # reward source / process reward diagnostics
 
 
+def advantage_row(advantages: torch.Tensor, completion_mask: torch.Tensor | None) -> dict[str, float]:
+    """``adv_mean``, ``adv_std`` and ``adv_abs_mean`` of what the loss multiplies: one value per sequence for an
+    outcome estimator ([B]); for per-token advantages ([B, T]: GAE, process or turn credit) the completion tokens
+    only, so padding and prompt positions (advantage 0) do not shrink them."""
+    vals = advantages
+    if advantages.dim() == 2 and completion_mask is not None and completion_mask.shape == advantages.shape:
+        vals = advantages[completion_mask.bool()]
+    if vals.numel() == 0:
+        return {"adv_mean": 0.0, "adv_std": 0.0, "adv_abs_mean": 0.0}
+    return {"adv_mean": float(vals.mean()), "adv_std": float(vals.std()) if len(vals) > 1 else 0.0,
+            "adv_abs_mean": float(vals.abs().mean())}
+
+
 # --------------------------------------------------------------------------- evaluation
 def evaluate_heldout(engine, problems: list[Problem], verifier, cfg: RunConfig, tag: str, out_dir: Path,
                      env=None) -> dict:
@@ -861,9 +874,7 @@ class RLRecipe:
             "stop_fraction": sum(s.finish_reason == "stop" for s in samples) / len(samples),
             "zero_variance_groups": float(group_stats(rewards, cfg.rollout.group_size)["zero_variance_frac"]),
             "sampling_rounds": ro.rounds, "rollouts": self.rollouts_done,
-            "adv_mean": float(advantages.mean()),
-            "adv_std": float(advantages.std()) if len(advantages) > 1 else 0.0,
-            "adv_abs_mean": float(advantages.abs().mean()),
+            **advantage_row(advantages, scored.batch.completion_mask),
             "lr": self.scheduler.get_last_lr()[0],
             **learn,
             **scored.value_row,  # PPO: explained variance and mean of the critic's values vs returns

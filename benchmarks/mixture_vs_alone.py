@@ -8,7 +8,8 @@ arm's config is written to ``<root>/<arm>.yaml`` and run as ``rlvr train <that f
 overrides (``--steps``, ``--eval-every``, no evaluation before training, no checkpoints kept but the last); finished
 seeds are skipped (``rlvr train --seeds`` resumes).  Then a table: per arm and seed, each task's held-out accuracy
 at the last evaluation, and per task, the mixture's median against the median of the arm that trained on that
-task alone, with ``rlvr compare``'s interval where both have finished seeds.
+task alone: each median with its Wilson interval over the held-out problems, and a permutation p over seeds
+(``rlvr.evaluate.stats.permutation_test``) where both have two or more finished seeds.
 
     python benchmarks/mixture_vs_alone.py --root runs/mixture_vs_alone --seeds 0 --steps 8 --threads 1
     python benchmarks/mixture_vs_alone.py --root ... --table-only   # the table from runs already made
